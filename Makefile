@@ -1,0 +1,53 @@
+# Self-Attention, Step by Step: build, test and maintenance targets.
+# Every target that needs Python first creates .venv and installs the pinned
+# requirements (once; again only when requirements.txt or pyproject.toml change).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LINT_PATHS := attnlib tests lessons tools book
+
+.PHONY: help install book test notebooks bench lint clean distclean
+
+help:  ## show this list
+	@echo "Self-Attention, Step by Step -- make targets:"
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
+	  awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -r requirements.txt
+	$(BIN)/pip install --no-deps -e .
+	touch $@
+
+install: $(STAMP)  ## create .venv and install the pinned requirements and attnlib
+
+book: $(STAMP)  ## build the HTML book into _build/html (renders saved outputs)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "Open _build/html/index.html"
+
+test: $(STAMP)  ## run attnlib tests, nbval over every lesson, and a book build
+	$(BIN)/python -m pytest
+
+notebooks: $(STAMP)  ## re-execute every lessons/*.ipynb in place
+	PYTHONHASHSEED=0 $(BIN)/python tools/run_notebooks.py
+
+bench: $(STAMP)  ## print attention timings as ratios (python -m attnlib.bench)
+	$(BIN)/python -m attnlib.bench
+
+lint: $(STAMP)  ## ruff check and ruff format --check
+	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
+	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
+
+clean:  ## remove _build and caches (keeps .venv)
+	rm -rf _build .pytest_cache .ruff_cache *.egg-info
+	find . -path ./$(VENV) -prune -o \
+	  \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | \
+	  xargs -0 rm -rf
+
+distclean: clean  ## clean, and remove .venv too
+	rm -rf $(VENV)

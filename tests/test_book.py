@@ -1,0 +1,124 @@
+"""Build the book once, with warnings as errors, and check what a reader relies on.
+
+- the build succeeds with ``-W -n`` (warnings and broken references are errors);
+- every page of ``_toc.yml`` is in the HTML;
+- math is rendered by the MathJax copy shipped in the build, not by a CDN;
+- each lesson page offers a Colab link to its notebook in the repository
+  named in ``_config.yml``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+REPO_URL = CONFIG["repository"]["url"].rstrip("/")
+BRANCH = CONFIG["repository"].get("branch", "main")
+SCRIPT_SRC = re.compile(r"<script\b[^>]*\bsrc=\"([^\"]+)\"", re.IGNORECASE)
+
+
+def toc_entries(toc: dict) -> list[str]:
+    """All ``file`` entries of a jb-book ``_toc.yml``, the root first."""
+    found = [toc["root"]]
+
+    def walk(items):
+        for item in items or []:
+            if "file" in item:
+                found.append(item["file"])
+            walk(item.get("chapters"))
+            walk(item.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return found
+
+
+PAGES = toc_entries(TOC)
+LESSONS = [page for page in PAGES if page.startswith("lessons/")]
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory) -> Path:
+    """Build the book into a temporary folder; return its HTML directory."""
+    out = tmp_path_factory.mktemp("book")
+    cmd = [str(JUPYTER_BOOK), "build", str(ROOT), "--path-output", str(out)]
+    proc = subprocess.run(
+        [*cmd, "-W", "-n", "--keep-going"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
+    return out / "_build" / "html"
+
+
+def test_every_toc_page_is_built(html):
+    missing = [page for page in PAGES if not (html / f"{page}.html").is_file()]
+    assert not missing, f"no HTML page for these _toc.yml entries: {missing}"
+    assert (html / "index.html").is_file()
+
+
+def test_mathjax_is_served_locally(html):
+    mathjax = html / "_static" / "mathjax"
+    assert (mathjax / "tex-chtml.js").is_file()
+    fonts = mathjax / "output" / "chtml" / "fonts" / "woff-v2"
+    assert (fonts / "MathJax_Main-Regular.woff").is_file()
+
+    local_pages = []
+    for page in html.rglob("*.html"):
+        if "_static" in page.relative_to(html).parts:
+            continue
+        text = page.read_text(encoding="utf-8")
+        for src in SCRIPT_SRC.findall(text):
+            remote = src.startswith(("http:", "https:", "//"))
+            assert not (remote and "mathjax" in src.lower()), (
+                f"{page.name} loads MathJax from {src}"
+            )
+            if src.endswith("_static/mathjax/tex-chtml.js"):
+                local_pages.append(page)
+        assert "cdn.jsdelivr.net/npm/mathjax" not in text, page
+    # The introduction shows the attention formula, so it must load MathJax.
+    assert html / f"{TOC['root']}.html" in local_pages
+
+
+def test_mathjax_config_from_myst_is_kept(html):
+    text = (html / f"{TOC['root']}.html").read_text(encoding="utf-8")
+    assert "window.MathJax = " in text
+    assert "processHtmlClass" in text
+
+
+@pytest.mark.skipif(not LESSONS, reason="no lessons in _toc.yml yet")
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_has_colab_link(html, lesson):
+    repo = REPO_URL.removeprefix("https://github.com/")
+    url = f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/{lesson}.ipynb"
+    text = (html / f"{lesson}.html").read_text(encoding="utf-8")
+    assert url in text, f"{lesson}.html has no launch link {url}"
+
+
+def test_repository_links_match_config():
+    """Install commands and Colab links everywhere name the repository in _config.yml."""
+    pattern = re.compile(
+        r"(?:git\+https://github\.com/|colab\.research\.google\.com/github/)([\w.-]+/[\w.-]+)"
+    )
+    expected = REPO_URL.removeprefix("https://github.com/")
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "book").glob("*.md"))]
+    files += sorted((ROOT / "lessons").glob("*.ipynb"))
+    wrong = {
+        f"{path.relative_to(ROOT)}: {repo}"
+        for path in files
+        for repo in pattern.findall(path.read_text(encoding="utf-8"))
+        if repo.removesuffix(".git") != expected
+    }
+    assert not wrong, f"links to another repository than {REPO_URL}: {sorted(wrong)}"
