@@ -1,0 +1,200 @@
+"""Input checks shared by both backends.
+
+They only look at ``.shape`` and ``.dtype``, so the same messages come out of the NumPy and
+the PyTorch path. Every message names the function, the argument, the shape it got and the
+shape it needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def shape_str(x) -> str:
+    """``(2, 5, 8)`` for an array or tensor of that shape."""
+    return str(tuple(x.shape))
+
+
+def is_floating(x) -> bool:
+    """True for a NumPy floating dtype or a floating torch dtype."""
+    if hasattr(x, "is_floating_point"):
+        return x.is_floating_point()
+    return x.dtype.kind == "f"
+
+
+def is_bool(x) -> bool:
+    """True for NumPy ``bool`` and ``torch.bool``."""
+    return str(x.dtype) in ("bool", "torch.bool")
+
+
+def require_float(fn: str, name: str, x) -> None:
+    """Raise TypeError unless ``x`` holds floating-point numbers."""
+    if not is_floating(x):
+        raise TypeError(
+            f"{fn}: {name} must be a floating-point array; got dtype {x.dtype} "
+            f"(shape {shape_str(x)}). Convert it first, e.g. {name}.astype(float) "
+            f"or {name}.float()."
+        )
+
+
+def require_ndim(fn: str, name: str, x, at_least: int, layout: str) -> None:
+    """Raise ValueError unless ``x`` has at least ``at_least`` dimensions."""
+    if x.ndim < at_least:
+        raise ValueError(
+            f"{fn}: {name} must have shape {layout} (at least {at_least} dimensions); "
+            f"got {name}.shape={shape_str(x)}"
+        )
+
+
+def require_positive_int(fn: str, name: str, value, allow_zero: bool = False) -> None:
+    """Raise TypeError/ValueError unless ``value`` is a positive (or non-negative) int."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{fn}: {name} must be an int; got {type(value).__name__} {value!r}")
+    smallest = 0 if allow_zero else 1
+    if value < smallest:
+        raise ValueError(f"{fn}: {name} must be >= {smallest}; got {name}={value}")
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The NumPy broadcast of ``shapes``, or None if they do not broadcast."""
+    ndim = max(len(s) for s in shapes)
+    result = []
+    for axis in range(-ndim, 0):
+        sizes = {s[axis] for s in shapes if len(s) >= -axis} - {1}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def check_mask(fn: str, mask, scores_shape: Sequence[int]) -> None:
+    """A mask must be boolean and broadcast to the scores' shape ``(..., L_q, L_k)``."""
+    if not is_bool(mask):
+        raise TypeError(
+            f"{fn}: mask must be boolean (True = may attend); got dtype {mask.dtype} "
+            f"(shape {shape_str(mask)})"
+        )
+    target = tuple(scores_shape)
+    if mask.ndim > len(target) or broadcast_shapes(mask.shape, target) != target:
+        raise ValueError(
+            f"{fn}: mask.shape={shape_str(mask)} does not broadcast to the scores' shape "
+            f"{target} = (..., L_q, L_k)"
+        )
+
+
+def check_query_key(fn: str, q, k) -> None:
+    """``q (..., L_q, d_k)`` and ``k (..., L_k, d_k)``: same d_k, batch dims that broadcast."""
+    require_ndim(fn, "q", q, 2, "(..., L_q, d_k)")
+    require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
+    require_float(fn, "q", q)
+    require_float(fn, "k", k)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"{fn}: q and k must have the same last dimension d_k; "
+            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
+        )
+    if broadcast_shapes(q.shape[:-2], k.shape[:-2]) is None:
+        raise ValueError(
+            f"{fn}: the batch dimensions of q and k do not broadcast; "
+            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
+        )
+
+
+def check_attention(fn: str, q, k, v, mask) -> None:
+    """All the shape and dtype rules of ``attention(q, k, v, mask)``."""
+    check_query_key(fn, q, k)
+    require_ndim(fn, "v", v, 2, "(..., L_k, d_v)")
+    require_float(fn, "v", v)
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"{fn}: v must have one row per key (L_k={k.shape[-2]}); "
+            f"got k.shape={shape_str(k)} and v.shape={shape_str(v)}"
+        )
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if batch is None:
+        raise ValueError(
+            f"{fn}: the batch dimensions of q, k and v do not broadcast; got "
+            f"q.shape={shape_str(q)}, k.shape={shape_str(k)}, v.shape={shape_str(v)}"
+        )
+    if mask is not None:
+        check_mask(fn, mask, (*batch, q.shape[-2], k.shape[-2]))
+
+
+def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
+    """Shapes of additive scoring: ``q (..., L_q, d_q)``, ``k (..., L_k, d_k)``,
+    ``w_q (d_q, h)``, ``w_k (d_k, h)``, ``w (h,)``."""
+    require_ndim(fn, "q", q, 2, "(..., L_q, d_q)")
+    require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
+    for name, x in (("q", q), ("k", k), ("w_q", w_q), ("w_k", w_k), ("w", w)):
+        require_float(fn, name, x)
+    d_q, d_k = q.shape[-1], k.shape[-1]
+    hidden = w.shape[0] if w.ndim == 1 else "h"
+    expected = {"w_q": (d_q, hidden), "w_k": (d_k, hidden), "w": (hidden,)}
+    for name, x in (("w_q", w_q), ("w_k", w_k), ("w", w)):
+        if tuple(x.shape) != expected[name]:
+            raise ValueError(
+                f"{fn}: {name} must have shape {expected[name]} for q.shape={shape_str(q)}, "
+                f"k.shape={shape_str(k)} and w.shape={shape_str(w)}; "
+                f"got {name}.shape={shape_str(x)}"
+            )
+    if broadcast_shapes(q.shape[:-2], k.shape[:-2]) is None:
+        raise ValueError(
+            f"{fn}: the batch dimensions of q and k do not broadcast; "
+            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
+        )
+
+
+def check_lengths(fn: str, lengths, max_len) -> int:
+    """``lengths`` is a 1-D array of ints in ``[0, max_len]``; returns ``max_len``
+    (the longest length when ``max_len`` is None)."""
+    if is_floating(lengths) or is_bool(lengths) or lengths.ndim != 1:
+        raise TypeError(
+            f"{fn}: lengths must be a 1-D array of ints, one per sequence (B,); "
+            f"got dtype {lengths.dtype} and lengths.shape={shape_str(lengths)}"
+        )
+    longest = int(lengths.max()) if len(lengths) else 0
+    if max_len is None:
+        max_len = longest
+    require_positive_int(fn, "max_len", max_len)
+    if len(lengths) and (int(lengths.min()) < 0 or longest > max_len):
+        raise ValueError(
+            f"{fn}: every length must lie in [0, max_len={max_len}]; got lengths={lengths.tolist()}"
+        )
+    return max_len
+
+
+def check_edges(fn: str, edges, num_nodes: int):
+    """``edges`` is ``(E, 2)`` node indices in ``[0, num_nodes)``; returns it as ``(E, 2)``."""
+    require_positive_int(fn, "num_nodes", num_nodes)
+    size = edges.numel() if hasattr(edges, "numel") else edges.size
+    if size == 0:
+        return edges.reshape(0, 2)
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        raise ValueError(
+            f"{fn}: edges must be pairs (i, j), shape (E, 2); got shape {shape_str(edges)}"
+        )
+    if int(edges.min()) < 0 or int(edges.max()) >= num_nodes:
+        raise ValueError(
+            f"{fn}: edge endpoints must be node indices in [0, {num_nodes}); "
+            f"got values from {int(edges.min())} to {int(edges.max())}"
+        )
+    return edges
+
+
+def check_layer_dims(fn: str, d_model, d_k, d_v) -> tuple[int, int]:
+    """Validate a layer's sizes; ``d_k`` and ``d_v`` default to ``d_model``."""
+    d_k = d_model if d_k is None else d_k
+    d_v = d_model if d_v is None else d_v
+    for name, value in (("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+        require_positive_int(fn, name, value)
+    return d_k, d_v
+
+
+def check_layer_input(fn: str, x, d_model: int) -> None:
+    """A layer's input is ``(..., L, d_model)`` of floats."""
+    require_ndim(fn, "x", x, 2, f"(..., L, d_model={d_model})")
+    require_float(fn, "x", x)
+    if x.shape[-1] != d_model:
+        raise ValueError(
+            f"{fn}: x must have shape (..., L, d_model={d_model}); got x.shape={shape_str(x)}"
+        )

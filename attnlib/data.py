@@ -1,0 +1,195 @@
+"""Small synthetic data made in code: nothing here downloads anything.
+
+* ``royal_embeddings`` and ``word_embeddings``: hand-made word vectors whose dimensions
+  mean something, small enough to compute with by hand.
+* ``tagging_corpus``: sentences like "i saw a saw" with part-of-speech tags, where the
+  same word is sometimes a verb and sometimes a noun.
+* ``speech_like_signal`` and ``frame_signal``: a synthetic waveform and its cut into
+  25 ms frames every 10 ms, the way speech becomes a sequence of vectors.
+* ``ethanol``: a molecule as a graph of atoms (one-hot vectors) and bonds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _checks
+
+# --------------------------------------------------------------------------- word vectors
+
+ROYAL_EMBEDDINGS = {
+    "king": (0.99, 0.01, 0.02),
+    "queen": (0.97, 0.03, 0.02),
+    "dog": (0.01, 0.02, 0.02),
+}
+
+WORD_FEATURES = ("animal", "plant", "man-made", "large")
+WORD_EMBEDDINGS = {
+    "apple": (0.00, 0.95, 0.05, 0.10),
+    "bag": (0.00, 0.05, 0.95, 0.20),
+    "cat": (0.90, 0.00, 0.05, 0.20),
+    "dog": (0.95, 0.00, 0.05, 0.35),
+    "elephant": (0.90, 0.05, 0.00, 0.95),
+}
+
+
+def royal_embeddings() -> dict[str, np.ndarray]:
+    """Three made-up 3-d embeddings; the first dimension reads as "royalty".
+
+    >>> e = royal_embeddings()
+    >>> round(float(e["king"] @ e["queen"]), 4), round(float(e["king"] @ e["dog"]), 4)
+    (0.961, 0.0105)
+    """
+    return {word: np.array(vector) for word, vector in ROYAL_EMBEDDINGS.items()}
+
+
+def word_embeddings() -> dict[str, np.ndarray]:
+    """Five hand-made 4-d embeddings with dimensions ``WORD_FEATURES``.
+
+    >>> sorted(word_embeddings())
+    ['apple', 'bag', 'cat', 'dog', 'elephant']
+    """
+    return {word: np.array(vector) for word, vector in WORD_EMBEDDINGS.items()}
+
+
+# --------------------------------------------------------------------------- tagging corpus
+
+TAGS = ("PRON", "VERB", "DET", "ADJ", "NOUN")
+AMBIGUOUS_WORDS = ("saw", "duck", "fly", "watch")
+_LEXICON = {
+    "PRON": ("i", "you", "we", "they"),
+    "VERB": ("saw", "duck", "fly", "watch", "see", "like", "cut"),
+    "DET": ("a", "the"),
+    "ADJ": ("old", "sharp", "small", "red"),
+    "NOUN": ("saw", "duck", "fly", "watch", "dog", "cat", "man", "tree"),
+}
+
+
+def _noun_phrase(rng: np.random.Generator) -> list[tuple[str, str]]:
+    """DET (ADJ) NOUN, e.g. "a sharp saw"; an adjective one time in three."""
+    words = [(rng.choice(_LEXICON["DET"]), "DET")]
+    if rng.random() < 1 / 3:
+        words.append((rng.choice(_LEXICON["ADJ"]), "ADJ"))
+    return [*words, (rng.choice(_LEXICON["NOUN"]), "NOUN")]
+
+
+def _sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
+    """One sentence: PRON VERB NP ("i saw a saw") or NP VERB NP ("the duck saw a fly")."""
+    subject = [(rng.choice(_LEXICON["PRON"]), "PRON")] if rng.random() < 0.5 else _noun_phrase(rng)
+    verb = [(rng.choice(_LEXICON["VERB"]), "VERB")]
+    return subject + verb + _noun_phrase(rng)
+
+
+def tagging_corpus(num_sentences: int = 200, seed: int = 0):
+    """Tagged sentences in a tiny English-like grammar where words can be verbs *and* nouns.
+
+    Returns a list of ``(words, tags)`` pairs of equal-length lists; the tags are ``TAGS``.
+    The first sentence is always "i saw a saw". The words in ``AMBIGUOUS_WORDS`` occur as
+    both VERB and NOUN, so a tagger must look at the context to get them right.
+
+    >>> words, tags = tagging_corpus(3)[0]
+    >>> " ".join(words), " ".join(tags)
+    ('i saw a saw', 'PRON VERB DET NOUN')
+    """
+    _checks.require_positive_int("tagging_corpus", "num_sentences", num_sentences)
+    rng = np.random.default_rng(seed)
+    sentences = [[("i", "PRON"), ("saw", "VERB"), ("a", "DET"), ("saw", "NOUN")]]
+    sentences += [_sentence(rng) for _ in range(num_sentences - 1)]
+    return [([str(w) for w, _ in s], [t for _, t in s]) for s in sentences]
+
+
+# --------------------------------------------------------------------------- speech
+
+
+def speech_like_signal(duration_s: float = 1.0, sample_rate: int = 16000, seed: int = 0):
+    """A synthetic "utterance": vowel-like voiced segments separated by short silences.
+
+    Each 150–250 ms segment is a harmonic tone (a pitch between 100 and 220 Hz with
+    decaying overtones) under a smooth envelope, plus a little noise. Returns
+    ``(samples (n,), segment_bounds)`` where ``segment_bounds`` lists ``(start_s, end_s)``
+    of the voiced parts.
+
+    >>> signal, bounds = speech_like_signal(0.5)
+    >>> signal.shape
+    (8000,)
+    """
+    _checks.require_positive_int("speech_like_signal", "sample_rate", sample_rate)
+    rng = np.random.default_rng(seed)
+    n = int(round(duration_s * sample_rate))
+    t = np.arange(n) / sample_rate
+    signal = 0.01 * rng.standard_normal(n)
+    bounds, start = [], 0.05
+    while start < duration_s - 0.1:
+        end = min(start + rng.uniform(0.15, 0.25), duration_s - 0.02)
+        pitch = rng.uniform(100.0, 220.0)
+        inside = (t >= start) & (t < end)
+        envelope = np.sin(np.pi * (t[inside] - start) / (end - start)) ** 2
+        tone = sum(np.sin(2 * np.pi * h * pitch * t[inside]) / h for h in range(1, 6))
+        signal[inside] += 0.5 * envelope * tone
+        bounds.append((start, end))
+        start = end + rng.uniform(0.05, 0.12)
+    return signal, bounds
+
+
+def frame_signal(signal, sample_rate: int = 16000, window_ms: float = 25.0, hop_ms: float = 10.0):
+    """Cut a waveform into overlapping frames: one row per frame, no padding.
+
+    With ``W`` samples per window and ``H`` per hop, a signal of ``n`` samples gives
+    ``1 + (n - W) // H`` frames; at 25 ms / 10 ms that approaches 100 frames per second.
+    Shape ``(num_frames, W)``.
+
+    >>> frame_signal(np.zeros(16000)).shape   # one second at 16 kHz: 400-sample windows
+    (98, 400)
+    """
+    signal = np.asarray(signal)
+    _checks.require_ndim("frame_signal", "signal", signal, 1, "(n,)")
+    window = int(round(window_ms * sample_rate / 1000))
+    hop = int(round(hop_ms * sample_rate / 1000))
+    if window < 1 or hop < 1 or len(signal) < window:
+        raise ValueError(
+            f"frame_signal: need at least one window of {window} samples and a hop of at least "
+            f"1 sample; got signal.shape={signal.shape}, window={window}, hop={hop}"
+        )
+    starts = np.arange(0, len(signal) - window + 1, hop)
+    return signal[starts[:, None] + np.arange(window)]
+
+
+def frame_features(frames, num_bands: int = 16) -> np.ndarray:
+    """Describe each frame by its log energy in ``num_bands`` equal frequency bands.
+
+    A (much) simplified filter bank: Hann window, power spectrum, band sums, log.
+    ``(num_frames, W)`` → ``(num_frames, num_bands)``: one vector per frame.
+    """
+    frames = np.asarray(frames)
+    spectrum = np.abs(np.fft.rfft(frames * np.hanning(frames.shape[-1]), axis=-1)) ** 2
+    bands = np.array_split(spectrum[:, 1:], num_bands, axis=-1)
+    return np.log10(np.stack([b.sum(axis=-1) for b in bands], axis=-1) + 1e-10)
+
+
+# --------------------------------------------------------------------------- graphs
+
+
+class Graph(NamedTuple):
+    """Nodes with feature vectors (rows of ``features``) and undirected ``edges``."""
+
+    node_names: list[str]
+    feature_names: list[str]
+    features: np.ndarray
+    edges: list[tuple[int, int]]
+
+
+def ethanol() -> Graph:
+    """Ethanol, C2H5OH: nine atoms as one-hot vectors over (H, C, O), and eight bonds.
+
+    >>> mol = ethanol()
+    >>> mol.features.shape, len(mol.edges)
+    ((9, 3), 8)
+    """
+    elements = ["C", "C", "O", "H", "H", "H", "H", "H", "H"]
+    feature_names = ["H", "C", "O"]
+    features = np.array([[float(e == f) for f in feature_names] for e in elements])
+    bonds = [(0, 1), (1, 2), (0, 3), (0, 4), (0, 5), (1, 6), (1, 7), (2, 8)]
+    names = [f"{e}{i}" for i, e in enumerate(elements)]
+    return Graph(names, feature_names, features, bonds)

@@ -1,0 +1,289 @@
+"""The NumPy backend: the reference path, plain and explicit.
+
+Every function takes arrays (or anything ``np.asarray`` accepts) with tokens as rows, and
+returns NumPy arrays. ``attnlib.torch`` has the same functions with the same arguments;
+the tests check that both give the same numbers to 1e-10 in float64.
+
+>>> from attnlib import numpy as attn
+>>> x = np.eye(3)                       # three tokens, one-hot
+>>> out, w = attn.attention(x, x, x, scale=1.0)
+>>> w.round(3)[0]                       # token 0 attends most to itself
+array([0.576, 0.212, 0.212])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+
+__all__ = [
+    "softmax",
+    "dot_product_scores",
+    "additive_scores",
+    "attention",
+    "causal_mask",
+    "padding_mask",
+    "window_mask",
+    "graph_mask",
+    "sinusoidal_positional_encoding",
+    "SelfAttention",
+]
+
+
+def _array(name: str, x) -> np.ndarray:
+    """``np.asarray(x)``, refusing things that are not numbers (a TypeError naming ``name``)."""
+    array = np.asarray(x)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be an array of numbers; got dtype {array.dtype}")
+    return array
+
+
+# --------------------------------------------------------------------------- softmax, scores
+
+
+def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
+    r"""Softmax along ``axis``, stable for large inputs, with an optional boolean mask.
+
+    .. math:: \operatorname{softmax}(x)_j = \frac{e^{x_j - m}}{\sum_{j'} e^{x_{j'} - m}},
+              \quad m = \max_j x_j
+
+    Subtracting the maximum changes nothing mathematically but keeps ``exp`` from
+    overflowing (``softmax([1000, 1000])`` is ``[0.5, 0.5]``, not NaN). Entries where
+    ``mask`` is False get weight 0; a slice with no True entry gets all zeros.
+
+    Shapes: ``x`` any float array; ``mask`` broadcasts to ``x``. Returns ``x``'s shape.
+
+    >>> softmax(np.array([1.0, 2.0, 3.0])).round(3)
+    array([0.09 , 0.245, 0.665])
+    >>> softmax(np.array([1.0, 2.0, 3.0]), mask=np.array([True, True, False])).round(3)
+    array([0.269, 0.731, 0.   ])
+    """
+    x = _array("x", x)
+    _checks.require_float("softmax", "x", x)
+    if mask is not None:
+        mask = _array("mask", mask)
+        _checks.check_mask("softmax", mask, x.shape)
+        x = np.where(mask, x, -np.inf)
+    row_max = np.max(x, axis=axis, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)  # a fully masked slice: no shift
+    exps = np.exp(x - row_max)
+    total = np.sum(exps, axis=axis, keepdims=True)
+    # total >= 1 unless the slice is fully masked, where exps is all zeros: 0 / 1 = 0.
+    return exps / np.maximum(total, 1.0)
+
+
+def _default_scale(scale, d_k: int) -> float:
+    """``1/sqrt(d_k)`` when ``scale`` is None (the Transformer's choice), else ``scale``."""
+    return d_k**-0.5 if scale is None else float(scale)
+
+
+def dot_product_scores(q, k, scale=None) -> np.ndarray:
+    r"""Dot-product relevance of every query to every key.
+
+    .. math:: S_{ij} = s \, q_i \cdot k_j, \qquad s = 1/\sqrt{d_k} \text{ by default}
+
+    Pass ``scale=1.0`` for the plain, unscaled dot product.
+
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)`` → ``(..., L_q, L_k)``.
+
+    >>> king, queen, dog = [0.99, 0.01, 0.02], [0.97, 0.03, 0.02], [0.01, 0.02, 0.02]
+    >>> dot_product_scores(np.array([king]), np.array([queen, dog]), scale=1.0).round(4)
+    array([[0.961 , 0.0105]])
+    """
+    q, k = _array("q", q), _array("k", k)
+    _checks.check_query_key("dot_product_scores", q, k)
+    return (q @ np.swapaxes(k, -1, -2)) * _default_scale(scale, q.shape[-1])
+
+
+def additive_scores(q, k, w_q, w_k, w) -> np.ndarray:
+    r"""Additive (Bahdanau) relevance: a one-hidden-layer network scores each pair.
+
+    .. math:: S_{ij} = w \cdot \tanh(q_i W_q + k_j W_k)
+
+    Shapes: ``q`` ``(..., L_q, d_q)``, ``k`` ``(..., L_k, d_k)``, ``w_q`` ``(d_q, h)``,
+    ``w_k`` ``(d_k, h)``, ``w`` ``(h,)`` → ``(..., L_q, L_k)``. Unlike the dot product,
+    ``d_q`` and ``d_k`` may differ.
+
+    >>> q, k = np.ones((1, 2)), np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> additive_scores(q, k, np.eye(2), np.eye(2), np.array([1.0, 0.0])).round(3)
+    array([[0.964, 0.   ]])
+    """
+    q, k, w_q, w_k, w = (
+        _array("q", q),
+        _array("k", k),
+        _array("w_q", w_q),
+        _array("w_k", w_k),
+        _array("w", w),
+    )
+    _checks.check_additive("additive_scores", q, k, w_q, w_k, w)
+    hidden = np.tanh((q @ w_q)[..., :, None, :] + (k @ w_k)[..., None, :, :])
+    return hidden @ w
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
+    r"""Scaled dot-product attention: scores, softmax, weighted sum of the values.
+
+    .. math:: \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(s\,QK^\top\right) V,
+              \qquad s = 1/\sqrt{d_k} \text{ unless } \texttt{scale} \text{ is given}
+
+    ``mask`` (boolean, True = may attend) broadcasts to ``(..., L_q, L_k)``. A query whose
+    mask row is all False gets zero weights and a zero output.
+
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``.
+    Returns ``(output, weights)``: ``(..., L_q, d_v)`` and ``(..., L_q, L_k)``
+    (``weights`` is None when ``need_weights=False``).
+
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> out, w = attention(x, x, x, scale=1.0)
+    >>> w.round(3)
+    array([[0.731, 0.269],
+           [0.269, 0.731]])
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    mask = None if mask is None else _array("mask", mask)
+    _checks.check_attention("attention", q, k, v, mask)
+    weights = softmax(dot_product_scores(q, k, scale), mask=mask)
+    return weights @ v, (weights if need_weights else None)
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def causal_mask(length: int) -> np.ndarray:
+    """Query ``i`` may attend to keys ``j <= i`` (no peeking at the future).
+
+    Shape ``(length, length)``, boolean, lower triangular.
+
+    >>> causal_mask(3).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
+    """
+    _checks.require_positive_int("causal_mask", "length", length)
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def padding_mask(lengths, max_len: int | None = None) -> np.ndarray:
+    """Keys past each sequence's true length are padding: nobody may attend to them.
+
+    ``lengths`` ``(B,)`` of ints → mask ``(B, 1, max_len)``, True where key ``j < lengths[b]``.
+    The middle axis broadcasts over the queries; for scores with a head axis,
+    ``(B, H, L_q, L_k)``, use ``padding_mask(...)[:, None]``.
+
+    >>> padding_mask([3, 1], max_len=4).astype(int)
+    array([[[1, 1, 1, 0]],
+    <BLANKLINE>
+           [[1, 0, 0, 0]]])
+    """
+    lengths = _array("lengths", lengths)
+    max_len = _checks.check_lengths("padding_mask", lengths, max_len)
+    return (np.arange(max_len) < lengths[:, None])[:, None, :]
+
+
+def window_mask(length: int, window: int) -> np.ndarray:
+    """Query ``i`` may attend to keys ``j`` with ``|i - j| <= window``.
+
+    ``window=0`` keeps only the token itself; each row has at most ``2*window + 1`` Trues.
+    Shape ``(length, length)``.
+
+    >>> window_mask(4, 1).astype(int)
+    array([[1, 1, 0, 0],
+           [1, 1, 1, 0],
+           [0, 1, 1, 1],
+           [0, 0, 1, 1]])
+    """
+    _checks.require_positive_int("window_mask", "length", length)
+    _checks.require_positive_int("window_mask", "window", window, allow_zero=True)
+    positions = np.arange(length)
+    return np.abs(positions[:, None] - positions[None, :]) <= window
+
+
+def graph_mask(edges, num_nodes: int, directed: bool = False, self_loops: bool = True):
+    """Node ``i`` may attend to node ``j`` only along an edge: attention on a graph.
+
+    ``edges`` is a sequence of ``(i, j)`` pairs (or an int array of shape ``(E, 2)``). An
+    undirected edge lets both ends attend to each other; a directed edge ``(i, j)`` lets
+    ``i`` attend to ``j``. ``self_loops`` lets every node attend to itself.
+    Shape ``(num_nodes, num_nodes)``.
+
+    >>> graph_mask([(0, 1), (1, 2)], 3).astype(int)
+    array([[1, 1, 0],
+           [1, 1, 1],
+           [0, 1, 1]])
+    """
+    edges = _checks.check_edges("graph_mask", np.asarray(edges, dtype=int), num_nodes)
+    mask = np.eye(num_nodes, dtype=bool) if self_loops else np.zeros((num_nodes,) * 2, bool)
+    mask[edges[:, 0], edges[:, 1]] = True
+    if not directed:
+        mask[edges[:, 1], edges[:, 0]] = True
+    return mask
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 10000.0):
+    r"""The Transformer's fixed positional encoding, sine and cosine interleaved.
+
+    .. math:: PE_{p,\,2i} = \sin\!\left(p / \text{base}^{2i/d}\right), \qquad
+              PE_{p,\,2i+1} = \cos\!\left(p / \text{base}^{2i/d}\right)
+
+    Shape ``(length, d_model)``; row ``p`` is added to the embedding of the token at position
+    ``p``. An odd ``d_model`` drops the last cosine column.
+
+    >>> sinusoidal_positional_encoding(2, 4).round(3)
+    array([[0.   , 1.   , 0.   , 1.   ],
+           [0.841, 0.54 , 0.01 , 1.   ]])
+    """
+    _checks.require_positive_int("sinusoidal_positional_encoding", "length", length)
+    _checks.require_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    positions = np.arange(length, dtype=np.float64)[:, None]
+    frequencies = base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+    angles = positions * frequencies  # (length, ceil(d_model / 2))
+    encoding = np.empty((length, d_model))
+    encoding[:, 0::2] = np.sin(angles)
+    encoding[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return encoding
+
+
+# --------------------------------------------------------------------------- layers
+
+
+class SelfAttention:
+    r"""Single-head self-attention with learned projections ``W_q``, ``W_k``, ``W_v``.
+
+    .. math:: Q = XW_q,\; K = XW_k,\; V = XW_v, \qquad
+              Y = \operatorname{softmax}\!\left(QK^\top / \sqrt{d_k}\right) V
+
+    The weights are drawn from ``N(0, 1/d_model)`` by a generator seeded with ``seed``, so
+    the same seed gives the same layer. Shapes: ``w_q``, ``w_k`` ``(d_model, d_k)``,
+    ``w_v`` ``(d_model, d_v)``; calling on ``x`` ``(..., L, d_model)`` returns
+    ``(output (..., L, d_v), weights (..., L, L))``.
+
+    >>> layer = SelfAttention(d_model=4, d_k=2, seed=0)
+    >>> out, w = layer(np.ones((3, 4)))
+    >>> out.shape, w.shape
+    ((3, 4), (3, 3))
+    """
+
+    def __init__(self, d_model: int, d_k: int | None = None, d_v: int | None = None, seed=0):
+        d_k, d_v = _checks.check_layer_dims("SelfAttention", d_model, d_k, d_v)
+        rng = np.random.default_rng(seed)
+        std = d_model**-0.5
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        self.w_q = rng.normal(0.0, std, (d_model, d_k))
+        self.w_k = rng.normal(0.0, std, (d_model, d_k))
+        self.w_v = rng.normal(0.0, std, (d_model, d_v))
+
+    def __call__(self, x, mask=None, need_weights: bool = True):
+        """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
+        x = _array("x", x)
+        _checks.check_layer_input("SelfAttention", x, self.d_model)
+        return attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
+
+    def __repr__(self) -> str:
+        return f"SelfAttention(d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v})"

@@ -1,0 +1,317 @@
+"""The PyTorch backend: the same API as ``attnlib.numpy``, on tensors, on any device.
+
+Everything is differentiable and runs wherever its input tensors live (CPU, CUDA, MPS).
+``attention(..., need_weights=False)`` takes the fast path through PyTorch's fused
+``scaled_dot_product_attention``. The tests check this module against ``attnlib.numpy``
+(float64, 1e-10) and against ``torch.nn.functional.scaled_dot_product_attention``.
+
+>>> import torch
+>>> from attnlib import torch as attn
+>>> x = torch.eye(3)
+>>> out, w = attn.attention(x, x, x, scale=1.0)
+>>> w[0]
+tensor([0.5761, 0.2119, 0.2119])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import _checks
+
+__all__ = [
+    "default_device",
+    "softmax",
+    "dot_product_scores",
+    "additive_scores",
+    "attention",
+    "causal_mask",
+    "padding_mask",
+    "window_mask",
+    "graph_mask",
+    "sinusoidal_positional_encoding",
+    "SelfAttention",
+]
+
+
+def default_device() -> torch.device:
+    """The best device available: CUDA, then Apple's MPS, then the CPU.
+
+    >>> default_device().type in {"cuda", "mps", "cpu"}
+    True
+    """
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _require_tensors(fn: str, **named) -> None:
+    """Refuse arguments that are not tensors (None is allowed), naming the argument."""
+    for name, x in named.items():
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}. "
+                f"Wrap it with torch.as_tensor({name}) (or use attnlib.numpy for arrays)."
+            )
+
+
+# --------------------------------------------------------------------------- softmax, scores
+
+
+def softmax(x: torch.Tensor, axis: int = -1, mask: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Softmax along ``axis``, stable for large inputs, with an optional boolean mask.
+
+    .. math:: \operatorname{softmax}(x)_j = \frac{e^{x_j - m}}{\sum_{j'} e^{x_{j'} - m}},
+              \quad m = \max_j x_j
+
+    Entries where ``mask`` is False get weight 0; a slice with no True entry gets all zeros
+    (and zero gradient), never NaN. Shapes: ``x`` any float tensor; ``mask`` broadcasts to it.
+
+    >>> softmax(torch.tensor([1.0, 2.0, 3.0]), mask=torch.tensor([True, True, False]))
+    tensor([0.2689, 0.7311, 0.0000])
+    """
+    _require_tensors("softmax", x=x, mask=mask)
+    _checks.require_float("softmax", "x", x)
+    if mask is not None:
+        _checks.check_mask("softmax", mask, x.shape)
+        x = x.masked_fill(~mask, -math.inf)
+    row_max = x.amax(dim=axis, keepdim=True).detach()
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exps = torch.exp(x - row_max)
+    total = exps.sum(dim=axis, keepdim=True)
+    # total >= 1 unless the slice is fully masked, where exps is all zeros: 0 / 1 = 0.
+    return exps / total.clamp_min(1.0)
+
+
+def _default_scale(scale, d_k: int) -> float:
+    """``1/sqrt(d_k)`` when ``scale`` is None (the Transformer's choice), else ``scale``."""
+    return d_k**-0.5 if scale is None else float(scale)
+
+
+def dot_product_scores(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Tensor:
+    r"""Dot-product relevance of every query to every key.
+
+    .. math:: S_{ij} = s \, q_i \cdot k_j, \qquad s = 1/\sqrt{d_k} \text{ by default}
+
+    Pass ``scale=1.0`` for the plain dot product.
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)`` → ``(..., L_q, L_k)``.
+
+    >>> dot_product_scores(torch.ones(1, 4), torch.ones(2, 4))
+    tensor([[2., 2.]])
+    """
+    _require_tensors("dot_product_scores", q=q, k=k)
+    _checks.check_query_key("dot_product_scores", q, k)
+    return (q @ k.transpose(-1, -2)) * _default_scale(scale, q.shape[-1])
+
+
+def additive_scores(q, k, w_q, w_k, w) -> torch.Tensor:
+    r"""Additive (Bahdanau) relevance: a one-hidden-layer network scores each pair.
+
+    .. math:: S_{ij} = w \cdot \tanh(q_i W_q + k_j W_k)
+
+    Shapes: ``q`` ``(..., L_q, d_q)``, ``k`` ``(..., L_k, d_k)``, ``w_q`` ``(d_q, h)``,
+    ``w_k`` ``(d_k, h)``, ``w`` ``(h,)`` → ``(..., L_q, L_k)``.
+
+    >>> additive_scores(torch.ones(1, 2), torch.zeros(3, 2), torch.eye(2), torch.eye(2),
+    ...                 torch.tensor([1.0, 0.0]))
+    tensor([[0.7616, 0.7616, 0.7616]])
+    """
+    _require_tensors("additive_scores", q=q, k=k, w_q=w_q, w_k=w_k, w=w)
+    _checks.check_additive("additive_scores", q, k, w_q, w_k, w)
+    hidden = torch.tanh((q @ w_q)[..., :, None, :] + (k @ w_k)[..., None, :, :])
+    return hidden @ w
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
+    r"""Scaled dot-product attention: scores, softmax, weighted sum of the values.
+
+    .. math:: \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(s\,QK^\top\right) V,
+              \qquad s = 1/\sqrt{d_k} \text{ unless } \texttt{scale} \text{ is given}
+
+    ``mask`` (boolean, True = may attend) broadcasts to ``(..., L_q, L_k)``; a query whose
+    mask row is all False gets zero weights and a zero output.
+
+    With ``need_weights=False`` the weights are not materialised: the call goes to PyTorch's
+    fused ``scaled_dot_product_attention`` (same result, less memory, faster) and returns
+    ``(output, None)``.
+
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``
+    → ``(output (..., L_q, d_v), weights (..., L_q, L_k))``.
+
+    >>> x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> attention(x, x, x, scale=1.0)[1]
+    tensor([[0.7311, 0.2689],
+            [0.2689, 0.7311]])
+    """
+    _require_tensors("attention", q=q, k=k, v=v, mask=mask)
+    _checks.check_attention("attention", q, k, v, mask)
+    if not need_weights:
+        return _fused_attention(q, k, v, mask, scale), None
+    weights = softmax(dot_product_scores(q, k, scale), mask=mask)
+    return weights @ v, weights
+
+
+def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
+    """``attention``'s output through ``F.scaled_dot_product_attention``.
+
+    The fused kernels want q, k and v with the same batch shape, so they are broadcast first;
+    rows with nothing to attend to are set to zero explicitly (the kernels' own treatment of
+    such rows has changed between PyTorch versions).
+    """
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q = q.expand(*batch, *q.shape[-2:])
+    k = k.expand(*batch, *k.shape[-2:])
+    v = v.expand(*batch, *v.shape[-2:])
+    scale = _default_scale(scale, q.shape[-1])
+    output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    if mask is not None:
+        attends_somewhere = mask.any(dim=-1, keepdim=True)
+        output = output.masked_fill(~attends_somewhere, 0.0)
+    return output
+
+
+# --------------------------------------------------------------------------- masks
+
+
+def causal_mask(length: int, device=None) -> torch.Tensor:
+    """Query ``i`` may attend to keys ``j <= i``. Shape ``(length, length)``, boolean.
+
+    >>> causal_mask(3).int()
+    tensor([[1, 0, 0],
+            [1, 1, 0],
+            [1, 1, 1]], dtype=torch.int32)
+    """
+    _checks.require_positive_int("causal_mask", "length", length)
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths, max_len: int | None = None, device=None) -> torch.Tensor:
+    """True where key ``j < lengths[b]``: ``lengths`` ``(B,)`` → ``(B, 1, max_len)``.
+
+    The middle axis broadcasts over queries; add a head axis with ``[:, None]``. The mask
+    lands on ``device``, or on ``lengths``' device when ``lengths`` is a tensor.
+
+    >>> padding_mask([3, 1], max_len=4).int()
+    tensor([[[1, 1, 1, 0]],
+    <BLANKLINE>
+            [[1, 0, 0, 0]]], dtype=torch.int32)
+    """
+    lengths = torch.as_tensor(lengths, device=device)
+    max_len = _checks.check_lengths("padding_mask", lengths, max_len)
+    positions = torch.arange(max_len, device=lengths.device)
+    return (positions < lengths[:, None])[:, None, :]
+
+
+def window_mask(length: int, window: int, device=None) -> torch.Tensor:
+    """Query ``i`` may attend to keys ``j`` with ``|i - j| <= window``. Shape ``(length, length)``.
+
+    >>> window_mask(3, 0).int()
+    tensor([[1, 0, 0],
+            [0, 1, 0],
+            [0, 0, 1]], dtype=torch.int32)
+    """
+    _checks.require_positive_int("window_mask", "length", length)
+    _checks.require_positive_int("window_mask", "window", window, allow_zero=True)
+    positions = torch.arange(length, device=device)
+    return (positions[:, None] - positions[None, :]).abs() <= window
+
+
+def graph_mask(edges, num_nodes: int, directed: bool = False, self_loops: bool = True, device=None):
+    """Node ``i`` may attend to node ``j`` only along an edge. Shape ``(num_nodes, num_nodes)``.
+
+    ``edges``: ``(i, j)`` pairs or an int tensor ``(E, 2)``; undirected edges open both ways.
+
+    >>> graph_mask([(0, 1)], 3).int()
+    tensor([[1, 1, 0],
+            [1, 1, 0],
+            [0, 0, 1]], dtype=torch.int32)
+    """
+    edges = torch.as_tensor(edges, dtype=torch.long, device=device)
+    edges = _checks.check_edges("graph_mask", edges, num_nodes)
+    eye = torch.eye(num_nodes, dtype=torch.bool, device=edges.device)
+    mask = eye if self_loops else torch.zeros_like(eye)
+    mask[edges[:, 0], edges[:, 1]] = True
+    if not directed:
+        mask[edges[:, 1], edges[:, 0]] = True
+    return mask
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def sinusoidal_positional_encoding(
+    length: int, d_model: int, base: float = 10000.0, dtype=None, device=None
+) -> torch.Tensor:
+    r"""The Transformer's fixed positional encoding, sine and cosine interleaved.
+
+    .. math:: PE_{p,\,2i} = \sin\!\left(p / \text{base}^{2i/d}\right), \qquad
+              PE_{p,\,2i+1} = \cos\!\left(p / \text{base}^{2i/d}\right)
+
+    Shape ``(length, d_model)``; computed in float64 and returned in ``dtype`` (default:
+    PyTorch's default dtype).
+
+    >>> sinusoidal_positional_encoding(2, 2)
+    tensor([[0.0000, 1.0000],
+            [0.8415, 0.5403]])
+    """
+    _checks.require_positive_int("sinusoidal_positional_encoding", "length", length)
+    _checks.require_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    f64 = {"dtype": torch.float64, "device": device}
+    positions = torch.arange(length, **f64)[:, None]
+    frequencies = base ** (-torch.arange(0, d_model, 2, **f64) / d_model)
+    angles = positions * frequencies
+    encoding = torch.empty(length, d_model, **f64)
+    encoding[:, 0::2] = torch.sin(angles)
+    encoding[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return encoding.to(dtype or torch.get_default_dtype())
+
+
+# --------------------------------------------------------------------------- layers
+
+
+class SelfAttention(nn.Module):
+    r"""Single-head self-attention with learned projections ``W_q``, ``W_k``, ``W_v``.
+
+    .. math:: Q = XW_q,\; K = XW_k,\; V = XW_v, \qquad
+              Y = \operatorname{softmax}\!\left(QK^\top / \sqrt{d_k}\right) V
+
+    Parameters ``w_q``, ``w_k`` ``(d_model, d_k)`` and ``w_v`` ``(d_model, d_v)``, drawn from
+    ``N(0, 1/d_model)`` (from ``seed`` if given, else from PyTorch's global generator).
+    ``forward(x)`` with ``x`` ``(..., L, d_model)`` returns
+    ``(output (..., L, d_v), weights (..., L, L))``.
+
+    >>> layer = SelfAttention(d_model=4, d_k=2, seed=0)
+    >>> [tuple(t.shape) for t in layer(torch.ones(3, 4))]
+    [(3, 4), (3, 3)]
+    """
+
+    def __init__(self, d_model: int, d_k=None, d_v=None, seed=None, dtype=None, device=None):
+        super().__init__()
+        d_k, d_v = _checks.check_layer_dims("SelfAttention", d_model, d_k, d_v)
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        std = d_model**-0.5
+
+        def weight(d_out: int) -> nn.Parameter:
+            w = torch.randn(d_model, d_out, generator=generator, dtype=dtype) * std
+            return nn.Parameter(w.to(device))
+
+        self.w_q, self.w_k, self.w_v = weight(d_k), weight(d_k), weight(d_v)
+
+    def forward(self, x: torch.Tensor, mask=None, need_weights: bool = True):
+        """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
+        _require_tensors("SelfAttention", x=x)
+        _checks.check_layer_input("SelfAttention", x, self.d_model)
+        return attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"

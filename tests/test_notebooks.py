@@ -1,0 +1,153 @@
+"""Every lesson follows the anatomy of DESIGN.md §4. (nbval, run by the same `pytest`,
+re-executes the lessons and compares every stored output; these tests check the shape.)"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import conventions  # noqa: E402
+
+from attnlib.exercises import REGISTRY  # noqa: E402
+
+LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def toc_files(node) -> list[str]:
+    """Every ``file`` entry of ``_toc.yml``, depth first."""
+    found = [node["file"]] if isinstance(node, dict) and "file" in node else []
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+    for child in children:
+        if isinstance(child, (dict, list)):
+            found += toc_files(child)
+    return found
+
+
+def source(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def text_outputs(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":
+            parts.append(out["text"])
+        elif "data" in out and "text/plain" in out["data"]:
+            parts.append("".join(out["data"]["text/plain"]))
+    return "".join(parts)
+
+
+def test_there_are_lessons():
+    assert len(LESSONS) >= 2
+
+
+def test_every_lesson_is_in_the_toc_and_every_toc_lesson_exists():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    listed = {f for f in toc_files(toc) if f.startswith("lessons/")}
+    on_disk = {f"lessons/{p.stem}" for p in LESSONS}
+    assert listed == on_disk
+
+
+@pytest.fixture(params=LESSONS, ids=[p.stem for p in LESSONS])
+def lesson(request):
+    path = request.param
+    return path, nbformat.read(path, as_version=4)
+
+
+def test_size_under_2_mb(lesson):
+    path, _ = lesson
+    assert path.stat().st_size < 2_000_000
+
+
+def test_title_badge_and_goals(lesson):
+    path, nb = lesson
+    number = path.stem[:2]
+    first = nb.cells[0]
+    assert first.cell_type == "markdown"
+    text = source(first)
+    assert re.match(rf"# {number} · \S", text), "the first cell starts with '# NN · Title'"
+    assert conventions.colab_badge(f"lessons/{path.name}") in text
+    assert "What you will learn" in text
+    assert "Source documents" in text
+
+
+def test_setup_cell_installs_on_colab_only_and_is_silent(lesson):
+    _, nb = lesson
+    first_code = next(c for c in nb.cells if c.cell_type == "code")
+    assert conventions.SETUP_TAG in tags(first_code)
+    assert source(first_code) == conventions.setup_cell()
+    assert first_code.outputs == []
+
+
+def test_outputs_are_stored_and_clean(lesson):
+    _, nb = lesson
+    code = [c for c in nb.cells if c.cell_type == "code" and source(c).strip()]
+    counts = [c.execution_count for c in code]
+    assert None not in counts, "every code cell has been executed (run `make notebooks`)"
+    assert counts == list(range(1, len(code) + 1)), "executed top to bottom in one run"
+    assert sum(bool(c.outputs) for c in code) >= len(code) // 3
+    for cell in code:
+        for out in cell.outputs:
+            assert out["output_type"] != "error", source(cell)[:200]
+            assert not (out["output_type"] == "stream" and out["name"] == "stderr"), out["text"]
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_exercises_have_checkers_and_hidden_solutions(lesson):
+    path, nb = lesson
+    number = path.stem[:2]
+    cells = nb.cells
+    exercise_ids = []
+    for i, cell in enumerate(cells):
+        if conventions.EXERCISE_TAG not in tags(cell):
+            continue
+        found = re.findall(r'^check\("(\d\d\.\d+)", \w+\)$', source(cell), flags=re.M)
+        assert len(found) == 1, f"an exercise cell ends with check(...): {source(cell)[:200]}"
+        exercise_id = found[0]
+        assert exercise_id.startswith(f"{number}.") and exercise_id in REGISTRY
+        assert "not attempted" in text_outputs(cell), "the stored exercise output is unattempted"
+        solution = cells[i + 1]
+        assert conventions.SOLUTION_TAG in tags(solution) and "hide-input" in tags(solution)
+        assert source(solution).startswith(f"# @title Solution {exercise_id} ")
+        assert f'assert check("{exercise_id}", ' in source(solution)
+        exercise_ids.append(exercise_id)
+    assert 2 <= len(exercise_ids) <= 4
+    assert len(set(exercise_ids)) == len(exercise_ids)
+    assert {e for e in REGISTRY if e.startswith(f"{number}.")} == set(exercise_ids)
+    assert sum(conventions.SOLUTION_TAG in tags(c) for c in cells) == len(exercise_ids)
+
+
+def test_summary_and_key_terms_with_chinese(lesson):
+    _, nb = lesson
+    markdown = [source(c) for c in nb.cells if c.cell_type == "markdown"]
+    assert any(m.startswith("## Summary") for m in markdown)
+    terms = [m for m in markdown if m.startswith("## Key terms")]
+    assert len(terms) == 1
+    rows = [line for line in terms[0].splitlines() if line.startswith("|")][2:]
+    assert len(rows) >= 8
+    assert all(CJK.search(row) for row in rows), "every key term has its Chinese name"
+
+
+def test_prose_claims_are_asserted(lesson):
+    _, nb = lesson
+    asserting = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code"
+        and "assert " in source(c)
+        and conventions.SOLUTION_TAG not in tags(c)
+    ]
+    assert len(asserting) >= 5
