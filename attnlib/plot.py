@@ -28,11 +28,13 @@ def heatmap(
     fmt: str = ".2f",
     cmap: str = "viridis",
     colorbar: bool = True,
+    fontsize: float = 9,
     **imshow_kwargs,
 ):
     """Draw a 2-d ``matrix`` (rows × columns) with labelled axes and, optionally, its values.
 
-    Values are printed in white on dark cells and black on light ones. Returns the Axes.
+    Values are printed (in ``fmt``, at ``fontsize``) in white on dark cells and black on
+    light ones. Extra keyword arguments go to ``imshow`` (``vmin``, ``vmax``...). Returns the Axes.
     """
     matrix = to_numpy(matrix)
     if matrix.ndim != 2:
@@ -57,7 +59,9 @@ def heatmap(
         middle = (image.norm.vmin + image.norm.vmax) / 2
         for (i, j), value in np.ndenumerate(matrix):
             color = "white" if value < middle else "black"
-            ax.text(j, i, format(value, fmt), ha="center", va="center", color=color, fontsize=8)
+            ax.text(
+                j, i, format(value, fmt), ha="center", va="center", color=color, fontsize=fontsize
+            )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax

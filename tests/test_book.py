@@ -15,35 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import conventions  # noqa: E402
+
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-TOC = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-REPO_URL = CONFIG["repository"]["url"].rstrip("/")
-BRANCH = CONFIG["repository"].get("branch", "main")
+REPO_URL, _ = conventions.repository()
 SCRIPT_SRC = re.compile(r"<script\b[^>]*\bsrc=\"([^\"]+)\"", re.IGNORECASE)
 
 
-def toc_entries(toc: dict) -> list[str]:
-    """All ``file`` entries of a jb-book ``_toc.yml``, the root first."""
-    found = [toc["root"]]
-
-    def walk(items):
-        for item in items or []:
-            if "file" in item:
-                found.append(item["file"])
-            walk(item.get("chapters"))
-            walk(item.get("sections"))
-
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
-    return found
-
-
-PAGES = toc_entries(TOC)
+PAGES = conventions.toc_entries()
 LESSONS = [page for page in PAGES if page.startswith("lessons/")]
 
 
@@ -89,11 +72,11 @@ def test_mathjax_is_served_locally(html):
                 local_pages.append(page)
         assert "cdn.jsdelivr.net/npm/mathjax" not in text, page
     # The introduction shows the attention formula, so it must load MathJax.
-    assert html / f"{TOC['root']}.html" in local_pages
+    assert html / f"{PAGES[0]}.html" in local_pages
 
 
 def test_mathjax_config_from_myst_is_kept(html):
-    text = (html / f"{TOC['root']}.html").read_text(encoding="utf-8")
+    text = (html / f"{PAGES[0]}.html").read_text(encoding="utf-8")
     assert "window.MathJax = " in text
     assert "processHtmlClass" in text
 
@@ -101,8 +84,7 @@ def test_mathjax_config_from_myst_is_kept(html):
 @pytest.mark.skipif(not LESSONS, reason="no lessons in _toc.yml yet")
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_lesson_has_colab_link(html, lesson):
-    repo = REPO_URL.removeprefix("https://github.com/")
-    url = f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/{lesson}.ipynb"
+    url = conventions.colab_url(f"{lesson}.ipynb")
     text = (html / f"{lesson}.html").read_text(encoding="utf-8")
     assert url in text, f"{lesson}.html has no launch link {url}"
 

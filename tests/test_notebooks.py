@@ -9,7 +9,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -20,16 +19,6 @@ from attnlib.exercises import REGISTRY  # noqa: E402
 
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-def toc_files(node) -> list[str]:
-    """Every ``file`` entry of ``_toc.yml``, depth first."""
-    found = [node["file"]] if isinstance(node, dict) and "file" in node else []
-    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
-    for child in children:
-        if isinstance(child, (dict, list)):
-            found += toc_files(child)
-    return found
 
 
 def source(cell) -> str:
@@ -55,8 +44,7 @@ def test_there_are_lessons():
 
 
 def test_every_lesson_is_in_the_toc_and_every_toc_lesson_exists():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    listed = {f for f in toc_files(toc) if f.startswith("lessons/")}
+    listed = {f for f in conventions.toc_entries() if f.startswith("lessons/")}
     on_disk = {f"lessons/{p.stem}" for p in LESSONS}
     assert listed == on_disk
 

@@ -27,6 +27,24 @@ def repository() -> tuple[str, str]:
     return repo["url"].rstrip("/"), repo.get("branch", "main")
 
 
+def toc_entries() -> list[str]:
+    """All ``file`` entries of the jb-book ``_toc.yml``, the root first."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    found = [toc["root"]]
+
+    def walk(items):
+        for item in items or []:
+            if "file" in item:
+                found.append(item["file"])
+            walk(item.get("chapters"))
+            walk(item.get("sections"))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    walk(toc.get("chapters"))
+    return found
+
+
 def colab_url(notebook: str) -> str:
     """The Colab link that opens ``notebook`` (a path relative to the repository root)."""
     url, branch = repository()

@@ -1,0 +1,131 @@
+"""Checkers for the exercises of lesson 02."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as attn
+from ..data import royal_embeddings
+from . import exercise, expect
+
+
+def _random_inputs(seed: int = 2):
+    """A few float64 sentences of different lengths and widths, from a fixed seed."""
+    rng = np.random.default_rng(seed)
+    shapes = [(1, 2), (3, 3), (4, 5), (6, 2), (7, 8)]
+    return [rng.normal(0.0, 1.0, shape) for shape in shapes]
+
+
+def _reference(x):
+    """Parameter-free self-attention: softmax(X X^T) X, row by row."""
+    return attn.attention(x, x, x, scale=1.0)
+
+
+@exercise("02.1", "attend_one with loops")
+def _check_attend_one(attend_one) -> None:
+    e = royal_embeddings()
+    royal = np.array([e["king"], e["queen"], e["dog"]])
+    for x in [royal, *_random_inputs()]:
+        expected, _ = _reference(x)
+        for i in range(len(x)):
+            got = np.asarray(attend_one(x.copy(), i), dtype=float)
+            expect(
+                got.shape == (x.shape[1],),
+                f"attend_one(x, {i}) should return one vector of length d = {x.shape[1]}; "
+                f"got shape {got.shape}.",
+            )
+            expect(
+                np.allclose(got, expected[i], atol=1e-8),
+                f"attend_one(x, {i}) is off for x of shape {x.shape}. Check the three steps: "
+                "scores s_j = x_i · x_j (no scaling), weights = softmax of all L scores "
+                "(they sum to 1), output = sum_j w_j x_j.",
+            )
+
+
+@exercise("02.2", "attend_all in matrix form")
+def _check_attend_all(attend_all) -> None:
+    for x in _random_inputs(seed=3):
+        result = attend_all(x.copy())
+        expect(
+            isinstance(result, tuple) and len(result) == 2,
+            "attend_all(x) should return a pair (output, weights).",
+        )
+        output, weights = (np.asarray(r, dtype=float) for r in result)
+        expected_out, expected_w = _reference(x)
+        expect(
+            weights.shape == expected_w.shape,
+            f"weights should have shape (L, L) = {expected_w.shape}; got {weights.shape}.",
+        )
+        expect(
+            np.allclose(weights.sum(axis=1), 1.0),
+            "Each row of the weights should sum to 1: take the softmax along each row (axis=1).",
+        )
+        expect(
+            np.allclose(weights, expected_w, atol=1e-8),
+            "The weights are off: scores = x @ x.T (no scaling), then a softmax of each row.",
+        )
+        expect(
+            output.shape == expected_out.shape and np.allclose(output, expected_out, atol=1e-8),
+            "The weights are right but the output is off: output = weights @ x.",
+        )
+
+
+def _queen_weight_after_scaling(factor: float) -> float:
+    e = royal_embeddings()
+    x = factor * np.array([e["king"], e["queen"], e["dog"]])
+    _, weights = _reference(x)
+    return float(weights[0, 1])
+
+
+@exercise("02.3", "queen's weight after scaling by 5")
+def _check_queen_weight(answer) -> None:
+    expect(
+        isinstance(answer, (int, float, np.floating)),
+        f"The answer should be one number (a float); got {type(answer).__name__}.",
+    )
+    answer = float(answer)
+    expect(0.0 <= answer <= 1.0, "A softmax weight lies between 0 and 1.")
+    mistakes = [
+        (1.0, "That is queen's weight before scaling. Multiply the three embeddings by 5 first."),
+        (10.0, "That is the weight after scaling by 10, from the lesson; this time scale by 5."),
+        (5**0.5, "Close: but scaling both vectors by 5 multiplies each dot product by 5 × 5 = 25."),
+    ]
+    for factor, hint in mistakes:
+        expect(abs(answer - _queen_weight_after_scaling(factor)) >= 5e-4, hint)
+    expect(
+        round(answer, 3) == round(_queen_weight_after_scaling(5.0), 3),
+        "Not quite. Scale king, queen and dog by 5, score king against all three "
+        "(dot products), take the softmax of that row and read off the queen entry.",
+    )
+
+
+def _rolled(x):
+    """Not equivariant: each token is mixed with its right-hand neighbour (position matters)."""
+    return x + 0.5 * np.roll(x, -1, axis=0)
+
+
+@exercise("02.4", "is_permutation_equivariant")
+def _check_equivariance(is_permutation_equivariant) -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(0.0, 1.0, (5, 3))
+    perm = np.array([2, 0, 4, 1, 3])
+    cases = [
+        (lambda x: _reference(x)[0], True, "parameter-free self-attention"),
+        (np.tanh, True, "an element-wise function (np.tanh)"),
+        (lambda x: np.cumsum(x, axis=0), False, "a running sum over positions (np.cumsum)"),
+        (_rolled, False, "mixing each token with its right neighbour"),
+        (lambda x: np.repeat(x.mean(axis=0, keepdims=True), len(x), axis=0), True, "the mean"),
+        (lambda x: x[::-1].copy(), False, "reversing the sequence"),
+    ]
+    for f, truth, name in cases:
+        got = is_permutation_equivariant(f, x.copy(), perm.copy())
+        expect(
+            isinstance(got, (bool, np.bool_)),
+            f"Return True or False (a bool); got {type(got).__name__}.",
+        )
+        expect(
+            bool(got) == truth,
+            f"For f = {name} the answer should be {truth}. Equivariance means "
+            "f(x[perm]) equals f(x)[perm] (compare with np.allclose): permuting the input "
+            "permutes the output in the same way.",
+        )
