@@ -109,6 +109,7 @@ def test_exercises_have_checkers_and_hidden_solutions(lesson):
         assert "not attempted" in text_outputs(cell), "the stored exercise output is unattempted"
         solution = cells[i + 1]
         assert conventions.SOLUTION_TAG in tags(solution) and "hide-input" in tags(solution)
+        assert solution.metadata.get("mystnb") == conventions.SOLUTION_METADATA
         assert source(solution).startswith(f"# @title Solution {exercise_id} ")
         assert f'assert check("{exercise_id}", ' in source(solution)
         exercise_ids.append(exercise_id)

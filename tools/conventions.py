@@ -18,6 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SETUP_TAG = "setup"
 EXERCISE_TAG = "exercise"
 SOLUTION_TAG = "solution"
+#: Cell metadata of a solution cell: the label of its dropdown in the HTML book.
+SOLUTION_METADATA = {
+    "code_prompt_show": "Show the solution",
+    "code_prompt_hide": "Hide the solution",
+}
 
 
 def repository() -> tuple[str, str]:
