@@ -82,6 +82,18 @@ def check_mask(fn: str, mask, scores_shape: Sequence[int]) -> None:
         )
 
 
+def batch_shape(fn: str, **named) -> tuple[int, ...]:
+    """The broadcast of the leading (batch) dimensions of ``(..., L, d)`` arrays, or a
+    ValueError naming them all."""
+    batch = broadcast_shapes(*(x.shape[:-2] for x in named.values()))
+    if batch is None:
+        *first, last = named
+        names = f"{', '.join(first)} and {last}"
+        shapes = ", ".join(f"{name}.shape={shape_str(x)}" for name, x in named.items())
+        raise ValueError(f"{fn}: the batch dimensions of {names} do not broadcast; got {shapes}")
+    return batch
+
+
 def check_query_key(fn: str, q, k) -> None:
     """``q (..., L_q, d_k)`` and ``k (..., L_k, d_k)``: same d_k, batch dims that broadcast."""
     require_ndim(fn, "q", q, 2, "(..., L_q, d_k)")
@@ -93,11 +105,7 @@ def check_query_key(fn: str, q, k) -> None:
             f"{fn}: q and k must have the same last dimension d_k; "
             f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
         )
-    if broadcast_shapes(q.shape[:-2], k.shape[:-2]) is None:
-        raise ValueError(
-            f"{fn}: the batch dimensions of q and k do not broadcast; "
-            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
-        )
+    batch_shape(fn, q=q, k=k)
 
 
 def check_attention(fn: str, q, k, v, mask) -> None:
@@ -110,12 +118,7 @@ def check_attention(fn: str, q, k, v, mask) -> None:
             f"{fn}: v must have one row per key (L_k={k.shape[-2]}); "
             f"got k.shape={shape_str(k)} and v.shape={shape_str(v)}"
         )
-    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if batch is None:
-        raise ValueError(
-            f"{fn}: the batch dimensions of q, k and v do not broadcast; got "
-            f"q.shape={shape_str(q)}, k.shape={shape_str(k)}, v.shape={shape_str(v)}"
-        )
+    batch = batch_shape(fn, q=q, k=k, v=v)
     if mask is not None:
         check_mask(fn, mask, (*batch, q.shape[-2], k.shape[-2]))
 
@@ -137,11 +140,7 @@ def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
                 f"k.shape={shape_str(k)} and w.shape={shape_str(w)}; "
                 f"got {name}.shape={shape_str(x)}"
             )
-    if broadcast_shapes(q.shape[:-2], k.shape[:-2]) is None:
-        raise ValueError(
-            f"{fn}: the batch dimensions of q and k do not broadcast; "
-            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
-        )
+    batch_shape(fn, q=q, k=k)
 
 
 def check_lengths(fn: str, lengths, max_len) -> int:
