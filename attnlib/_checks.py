@@ -197,3 +197,48 @@ def check_layer_input(fn: str, x, d_model: int) -> None:
         raise ValueError(
             f"{fn}: x must have shape (..., L, d_model={d_model}); got x.shape={shape_str(x)}"
         )
+
+
+def check_multihead_dims(fn: str, d_model, num_heads, d_k, d_v) -> tuple[int, int]:
+    """Validate multi-head sizes; per-head d_k and d_v default to ``d_model // num_heads``."""
+    require_positive_int(fn, "d_model", d_model)
+    require_positive_int(fn, "num_heads", num_heads)
+    if (d_k is None or d_v is None) and d_model % num_heads:
+        raise ValueError(
+            f"{fn}: d_model={d_model} is not divisible by num_heads={num_heads}; "
+            f"choose another num_heads or give the per-head sizes d_k and d_v"
+        )
+    return check_layer_dims(fn, d_model // num_heads, d_k, d_v)
+
+
+def check_split_heads(fn: str, x, num_heads: int) -> None:
+    """``x`` is ``(..., L, H·d)`` with a last dimension divisible by ``num_heads``."""
+    require_positive_int(fn, "num_heads", num_heads)
+    require_ndim(fn, "x", x, 2, "(..., L, num_heads * d)")
+    if x.shape[-1] % num_heads:
+        raise ValueError(
+            f"{fn}: the last dimension of x must be divisible by num_heads={num_heads}; "
+            f"got x.shape={shape_str(x)}"
+        )
+
+
+def check_merge_heads(fn: str, x) -> None:
+    """``x`` is ``(..., H, L, d)``."""
+    require_ndim(fn, "x", x, 3, "(..., num_heads, L, d)")
+
+
+def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
+    """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        require_ndim(fn, name, x, 2, f"(..., L, d_model={d_model})")
+        require_float(fn, name, x)
+        if x.shape[-1] != d_model:
+            raise ValueError(
+                f"{fn}: {name} must have shape (..., L, d_model={d_model}); "
+                f"got {name}.shape={shape_str(x)}"
+            )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"{fn}: key and value must have the same length L_k; "
+            f"got key.shape={shape_str(key)} and value.shape={shape_str(value)}"
+        )

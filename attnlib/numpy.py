@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
+from ._convert import multihead_weights_from_torch
 
 __all__ = [
     "softmax",
@@ -28,6 +29,9 @@ __all__ = [
     "graph_mask",
     "sinusoidal_positional_encoding",
     "SelfAttention",
+    "split_heads",
+    "merge_heads",
+    "MultiHeadAttention",
 ]
 
 
@@ -287,3 +291,112 @@ class SelfAttention:
 
     def __repr__(self) -> str:
         return f"SelfAttention(d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v})"
+
+
+# --------------------------------------------------------------------------- multi-head
+
+
+def split_heads(x, num_heads: int) -> np.ndarray:
+    """Cut the feature axis into ``num_heads`` equal slices, one per head.
+
+    ``(..., L, H·d)`` → ``(..., H, L, d)``: head ``h`` gets features ``h·d … (h+1)·d − 1``.
+
+    >>> split_heads(np.arange(8.0).reshape(2, 4), 2)[1]   # head 1: features 2 and 3
+    array([[2., 3.],
+           [6., 7.]])
+    """
+    x = _array("x", x)
+    _checks.check_split_heads("split_heads", x, num_heads)
+    *batch, length, width = x.shape
+    return np.swapaxes(x.reshape(*batch, length, num_heads, width // num_heads), -2, -3)
+
+
+def merge_heads(x) -> np.ndarray:
+    """Concatenate the heads' features again: ``(..., H, L, d)`` → ``(..., L, H·d)``.
+
+    The inverse of ``split_heads``.
+
+    >>> x = np.arange(8.0).reshape(2, 4)
+    >>> np.array_equal(merge_heads(split_heads(x, 2)), x)
+    True
+    """
+    x = _array("x", x)
+    _checks.check_merge_heads("merge_heads", x)
+    x = np.swapaxes(x, -2, -3)
+    return x.reshape(*x.shape[:-2], -1)
+
+
+class MultiHeadAttention:
+    r"""Multi-head attention: ``H`` attention heads side by side, concatenated, then mixed.
+
+    .. math:: \text{head}_h = \operatorname{Attention}(X_q W_q^{(h)}, X_k W_k^{(h)}, X_v W_v^{(h)}),
+              \qquad Y = [\text{head}_1, \dots, \text{head}_H]\, W_o
+
+    The heads' projections are stored side by side: ``w_q`` and ``w_k`` are
+    ``(d_model, H·d_k)``, ``w_v`` is ``(d_model, H·d_v)`` (head ``h`` owns the ``h``-th block
+    of columns), ``w_o`` is ``(H·d_v, d_model)``. ``d_k`` and ``d_v`` default to
+    ``d_model // num_heads``, so the layer costs as much as one head of width ``d_model``.
+    With ``bias=True`` every projection adds a bias (as ``torch.nn.MultiheadAttention`` does).
+
+    Calling it with ``query`` ``(..., L_q, d_model)`` attends to ``key``/``value``
+    ``(..., L_k, d_model)`` (both default to ``query``: self-attention) and returns
+    ``(output (..., L_q, d_model), weights (..., H, L_q, L_k))``. ``mask`` (True = may attend)
+    broadcasts to ``(..., H, L_q, L_k)``: a ``(L_q, L_k)`` mask applies to every head; a
+    ``padding_mask`` ``(B, 1, L)`` needs a head axis, ``[:, None]``.
+
+    >>> layer = MultiHeadAttention(d_model=8, num_heads=2, seed=0)
+    >>> out, weights = layer(np.ones((5, 8)))
+    >>> out.shape, weights.shape
+    ((5, 8), (2, 5, 5))
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_k=None, d_v=None, bias=False, seed=0):
+        d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
+        self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
+        rng = np.random.default_rng(seed)
+        self.w_q = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_k))
+        self.w_k = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_k))
+        self.w_v = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_v))
+        self.w_o = rng.normal(0.0, (num_heads * d_v) ** -0.5, (num_heads * d_v, d_model))
+        self.b_q = self.b_k = self.b_v = self.b_o = None
+        if bias:
+            self.b_q, self.b_k = np.zeros(num_heads * d_k), np.zeros(num_heads * d_k)
+            self.b_v, self.b_o = np.zeros(num_heads * d_v), np.zeros(d_model)
+
+    @classmethod
+    def from_torch(cls, module) -> MultiHeadAttention:
+        """The same layer as a ``torch.nn.MultiheadAttention``, with its weights as arrays.
+
+        The arrays keep the module's dtype (float32 or float64).
+        """
+        weights = multihead_weights_from_torch(module)
+        layer = cls(module.embed_dim, weights["num_heads"], bias=weights["b_q"] is not None)
+        for name in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"):
+            value = weights[name]
+            setattr(layer, name, None if value is None else value.cpu().numpy().copy())
+        return layer
+
+    def __call__(self, query, key=None, value=None, mask=None, need_weights: bool = True):
+        """Attend from every query to every key, in every head; see the class docstring."""
+        query = _array("query", query)
+        key = query if key is None else _array("key", key)
+        value = key if value is None else _array("value", value)
+        fn = "MultiHeadAttention"
+        _checks.check_multihead_input(fn, query, key, value, self.d_model)
+        heads = self.num_heads
+        q = split_heads(_project(query, self.w_q, self.b_q), heads)
+        k = split_heads(_project(key, self.w_k, self.b_k), heads)
+        v = split_heads(_project(value, self.w_v, self.b_v), heads)
+        per_head, weights = attention(q, k, v, mask, None, need_weights)
+        return _project(merge_heads(per_head), self.w_o, self.b_o), weights
+
+    def __repr__(self) -> str:
+        return (
+            f"MultiHeadAttention(d_model={self.d_model}, num_heads={self.num_heads}, "
+            f"d_k={self.d_k}, d_v={self.d_v}, bias={self.b_q is not None})"
+        )
+
+
+def _project(x: np.ndarray, w: np.ndarray, b) -> np.ndarray:
+    """``x W + b`` (or ``x W`` when there is no bias)."""
+    return x @ w if b is None else x @ w + b

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
+from ._convert import multihead_weights_from_torch
 
 __all__ = [
     "default_device",
@@ -35,6 +36,9 @@ __all__ = [
     "graph_mask",
     "sinusoidal_positional_encoding",
     "SelfAttention",
+    "split_heads",
+    "merge_heads",
+    "MultiHeadAttention",
 ]
 
 
@@ -315,3 +319,120 @@ class SelfAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+# --------------------------------------------------------------------------- multi-head
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Cut the feature axis into ``num_heads`` slices: ``(..., L, H·d)`` → ``(..., H, L, d)``.
+
+    >>> split_heads(torch.arange(8.0).reshape(2, 4), 2)[1]
+    tensor([[2., 3.],
+            [6., 7.]])
+    """
+    _require_tensors("split_heads", x=x)
+    _checks.check_split_heads("split_heads", x, num_heads)
+    *batch, length, width = x.shape
+    return x.reshape(*batch, length, num_heads, width // num_heads).transpose(-2, -3)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate the heads again: ``(..., H, L, d)`` → ``(..., L, H·d)``.
+
+    >>> x = torch.arange(8.0).reshape(2, 4)
+    >>> torch.equal(merge_heads(split_heads(x, 2)), x)
+    True
+    """
+    _require_tensors("merge_heads", x=x)
+    _checks.check_merge_heads("merge_heads", x)
+    x = x.transpose(-2, -3)
+    return x.reshape(*x.shape[:-2], -1)
+
+
+class MultiHeadAttention(nn.Module):
+    r"""Multi-head attention: ``H`` attention heads side by side, concatenated, then mixed.
+
+    .. math:: \text{head}_h = \operatorname{Attention}(X_q W_q^{(h)}, X_k W_k^{(h)}, X_v W_v^{(h)}),
+              \qquad Y = [\text{head}_1, \dots, \text{head}_H]\, W_o
+
+    Parameters ``w_q``, ``w_k`` ``(d_model, H·d_k)``, ``w_v`` ``(d_model, H·d_v)``, ``w_o``
+    ``(H·d_v, d_model)`` and, with ``bias=True``, ``b_q``, ``b_k``, ``b_v``, ``b_o``; the same
+    layout as ``attnlib.numpy.MultiHeadAttention``. ``forward(query, key=None, value=None,
+    mask=None, need_weights=True)`` returns ``(output (..., L_q, d_model),
+    weights (..., H, L_q, L_k))``; with ``need_weights=False`` the heads run through the fused
+    kernel and ``weights`` is None.
+
+    >>> layer = MultiHeadAttention(d_model=8, num_heads=2, seed=0)
+    >>> [tuple(t.shape) for t in layer(torch.ones(5, 8))]
+    [(5, 8), (2, 5, 5)]
+    """
+
+    def __init__(
+        self, d_model, num_heads, d_k=None, d_v=None, bias=False, seed=None, dtype=None, device=None
+    ):
+        super().__init__()
+        d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
+        self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+
+        def parameter(*shape: int, std: float | None = None) -> nn.Parameter:
+            values = torch.zeros(shape, dtype=dtype)
+            if std is not None:
+                values = torch.randn(shape, generator=generator, dtype=dtype) * std
+            return nn.Parameter(values.to(device))
+
+        self.w_q = parameter(d_model, num_heads * d_k, std=d_model**-0.5)
+        self.w_k = parameter(d_model, num_heads * d_k, std=d_model**-0.5)
+        self.w_v = parameter(d_model, num_heads * d_v, std=d_model**-0.5)
+        self.w_o = parameter(num_heads * d_v, d_model, std=(num_heads * d_v) ** -0.5)
+        self.b_q = self.b_k = self.b_v = self.b_o = None
+        if bias:
+            self.b_q, self.b_k = parameter(num_heads * d_k), parameter(num_heads * d_k)
+            self.b_v, self.b_o = parameter(num_heads * d_v), parameter(d_model)
+
+    @classmethod
+    def from_torch(cls, module: nn.Module) -> MultiHeadAttention:
+        """A copy of a ``torch.nn.MultiheadAttention`` (same numbers, attnlib's layout).
+
+        Mind the masks: ``nn.MultiheadAttention`` takes True = *blocked*; attnlib takes
+        True = may attend, so pass ``~attn_mask`` (and ``~key_padding_mask[:, None, None]``).
+        """
+        weights = multihead_weights_from_torch(module)
+        has_bias = weights["b_q"] is not None
+        reference = module.out_proj.weight
+        layer = cls(
+            module.embed_dim,
+            weights["num_heads"],
+            bias=has_bias,
+            dtype=reference.dtype,
+            device=reference.device,
+        )
+        with torch.no_grad():
+            for name in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"):
+                if weights[name] is not None:
+                    getattr(layer, name).copy_(weights[name])
+        return layer
+
+    def forward(self, query, key=None, value=None, mask=None, need_weights: bool = True):
+        """Attend from every query to every key, in every head; see the class docstring."""
+        key = query if key is None else key
+        value = key if value is None else value
+        _require_tensors("MultiHeadAttention", query=query, key=key, value=value)
+        _checks.check_multihead_input("MultiHeadAttention", query, key, value, self.d_model)
+        q = split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
+        k = split_heads(_project(key, self.w_k, self.b_k), self.num_heads)
+        v = split_heads(_project(value, self.w_v, self.b_v), self.num_heads)
+        per_head, weights = attention(q, k, v, mask, None, need_weights)
+        return _project(merge_heads(per_head), self.w_o, self.b_o), weights
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, "
+            f"d_v={self.d_v}, bias={self.b_q is not None}"
+        )
+
+
+def _project(x: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:
+    """``x W + b`` (or ``x W`` when there is no bias)."""
+    return x @ w if b is None else x @ w + b
