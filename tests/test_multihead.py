@@ -1,0 +1,192 @@
+"""Multi-head attention: NumPy vs PyTorch (float64, 1e-10), and attnlib's layer loaded from
+``torch.nn.MultiheadAttention`` against the module itself (float32 1e-5, float64 1e-10),
+with ``batch_first`` both ways, attention masks and key-padding masks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import numpy as anp
+from attnlib import torch as atorch
+
+TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
+
+
+def reference_module(d_model, num_heads, dtype, bias=True, batch_first=True):
+    torch.manual_seed(0)
+    module = torch.nn.MultiheadAttention(
+        d_model, num_heads, bias=bias, batch_first=batch_first, dtype=dtype
+    )
+    if bias:  # PyTorch starts its biases at zero: give them values so that they are tested
+        with torch.no_grad():
+            module.in_proj_bias.normal_()
+            module.out_proj.bias.normal_()
+    return module.eval()
+
+
+def masks(batch, lq, lk):
+    """(attnlib mask True = may attend, with a head axis; PyTorch's attn_mask and
+    key_padding_mask, True = blocked). No query row is fully blocked."""
+    causal = atorch.causal_mask(max(lq, lk))[:lq, :lk]
+    lengths = torch.tensor([lk] + [max(1, lk - 2)] * (batch - 1))
+    valid = atorch.padding_mask(lengths, lk)  # (B, 1, L_k)
+    ours = causal & valid[:, None]  # (B, 1, L_q, L_k): broadcast over heads
+    return ours, ~causal, ~valid[:, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("with_masks", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_matches_torch_multihead_attention(dtype, batch_first, with_masks, bias):
+    batch, lq, lk, d_model, heads = 3, 5, 7, 16, 4
+    module = reference_module(d_model, heads, dtype, bias=bias, batch_first=batch_first)
+    query = torch.randn(batch, lq, d_model, dtype=dtype)
+    key = torch.randn(batch, lk, d_model, dtype=dtype)
+    value = torch.randn(batch, lk, d_model, dtype=dtype)
+    ours_mask, attn_mask, key_padding_mask = masks(batch, lq, lk) if with_masks else (None,) * 3
+
+    def torch_inputs(x):  # nn.MultiheadAttention wants (L, B, E) unless batch_first
+        return x if batch_first else x.transpose(0, 1)
+
+    kwargs = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask}
+    expected, per_head = module(
+        *map(torch_inputs, (query, key, value)), average_attn_weights=False, **kwargs
+    )
+    _, averaged = module(*map(torch_inputs, (query, key, value)), **kwargs)
+    expected, per_head, averaged = (
+        torch_inputs(expected).detach(),
+        per_head.detach(),
+        averaged.detach(),
+    )
+
+    tol = {"rtol": TOLERANCE[dtype], "atol": TOLERANCE[dtype]}
+    layer = atorch.MultiHeadAttention.from_torch(module)
+    out, weights = (t.detach() for t in layer(query, key, value, mask=ours_mask))
+    torch.testing.assert_close(out, expected, **tol)
+    torch.testing.assert_close(weights, per_head, **tol)
+    torch.testing.assert_close(weights.mean(dim=1), averaged, **tol)
+    fused, none = layer(query, key, value, mask=ours_mask, need_weights=False)
+    assert none is None
+    torch.testing.assert_close(fused, expected, **tol)
+
+    layer_np = anp.MultiHeadAttention.from_torch(module)
+    mask_np = None if ours_mask is None else ours_mask.numpy()
+    out_np, weights_np = layer_np(query.numpy(), key.numpy(), value.numpy(), mask=mask_np)
+    assert out_np.dtype == expected.numpy().dtype
+    np.testing.assert_allclose(out_np, expected.numpy(), **tol)
+    np.testing.assert_allclose(weights_np, per_head.numpy(), **tol)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+def test_numpy_and_torch_layers_agree(bias, batch):
+    layer_np = anp.MultiHeadAttention(12, 3, d_k=5, d_v=2, bias=bias, seed=4)
+    layer_t = atorch.MultiHeadAttention(12, 3, d_k=5, d_v=2, bias=bias, dtype=torch.float64)
+    with torch.no_grad():
+        for name, parameter in layer_t.named_parameters():
+            parameter.copy_(torch.from_numpy(getattr(layer_np, name)))
+            if name.startswith("b_"):
+                parameter.add_(1.0)
+                setattr(layer_np, name, parameter.numpy().copy())
+    rng = np.random.default_rng(5)
+    query, memory = rng.standard_normal((*batch, 4, 12)), rng.standard_normal((*batch, 6, 12))
+    mask = rng.random((4, 6)) < 0.7
+    mask[0] = False  # a query with nothing to attend to: zeros, not NaN
+    out_np, w_np = layer_np(query, memory, mask=mask)
+    out_t, w_t = layer_t(
+        torch.from_numpy(query), torch.from_numpy(memory), mask=torch.from_numpy(mask)
+    )
+    np.testing.assert_allclose(out_t.detach().numpy(), out_np, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(w_t.detach().numpy(), w_np, rtol=1e-10, atol=1e-10)
+    assert w_np.shape == (*batch, 3, 4, 6) and out_np.shape == (*batch, 4, 12)
+    assert np.all(w_np[..., 0, :] == 0)
+
+
+def test_heads_are_independent_attentions_concatenated():
+    rng = np.random.default_rng(6)
+    layer = anp.MultiHeadAttention(8, 2, seed=1)
+    x = rng.standard_normal((5, 8))
+    out, weights = layer(x)
+    heads = []
+    for h in range(2):
+        cols = slice(4 * h, 4 * (h + 1))
+        head_out, head_w = anp.attention(
+            x @ layer.w_q[:, cols], x @ layer.w_k[:, cols], x @ layer.w_v[:, cols]
+        )
+        np.testing.assert_allclose(weights[h], head_w, atol=1e-12)
+        heads.append(head_out)
+    np.testing.assert_allclose(out, np.concatenate(heads, axis=-1) @ layer.w_o, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", [anp, atorch], ids=["numpy", "torch"])
+def test_split_and_merge_heads_are_inverse(backend):
+    x = np.arange(2 * 3 * 12, dtype=float).reshape(2, 3, 12)
+    if backend is atorch:
+        x = torch.from_numpy(x)
+    split = backend.split_heads(x, 4)
+    assert tuple(split.shape) == (2, 4, 3, 3)
+    assert float(split[0, 1, 2, 0]) == float(x[0, 2, 3])  # head 1, token 2, its first feature
+    assert np.array_equal(np.asarray(backend.merge_heads(split)), np.asarray(x))
+
+
+def test_parameter_count_does_not_depend_on_heads():
+    counts = {
+        h: sum(p.numel() for p in atorch.MultiHeadAttention(64, h).parameters())
+        for h in (1, 2, 4, 8)
+    }
+    assert set(counts.values()) == {4 * 64 * 64}
+
+
+def test_from_torch_refuses_what_attnlib_cannot_copy():
+    with pytest.raises(ValueError, match="add_bias_kv"):
+        anp.MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True))
+    with pytest.raises(ValueError, match="kdim or vdim"):
+        atorch.MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, kdim=4))
+
+
+@pytest.mark.parametrize("backend", [anp, atorch], ids=["numpy", "torch"])
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (
+            lambda b: b.MultiHeadAttention(10, 3),
+            ValueError,
+            ["d_model=10 is not divisible by num_heads=3"],
+        ),
+        (lambda b: b.MultiHeadAttention(8, 0), ValueError, ["num_heads must be >= 1"]),
+        (
+            lambda b: b.MultiHeadAttention(8, 2)(zeros(b, (2, 5, 6))),
+            ValueError,
+            ["query must have shape (..., L, d_model=8)", "query.shape=(2, 5, 6)"],
+        ),
+        (
+            lambda b: b.MultiHeadAttention(8, 2)(
+                zeros(b, (5, 8)), zeros(b, (4, 8)), zeros(b, (3, 8))
+            ),
+            ValueError,
+            ["key and value must have the same length", "value.shape=(3, 8)"],
+        ),
+        (
+            lambda b: b.split_heads(zeros(b, (5, 10)), 4),
+            ValueError,
+            ["divisible by num_heads=4", "x.shape=(5, 10)"],
+        ),
+        (
+            lambda b: b.merge_heads(zeros(b, (5, 10))),
+            ValueError,
+            ["(..., num_heads, L, d)", "x.shape=(5, 10)"],
+        ),
+    ],
+)
+def test_multihead_bad_input(backend, call, error, words):
+    with pytest.raises(error) as caught:
+        call(backend)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def zeros(backend, shape):
+    return np.zeros(shape) if backend is anp else torch.zeros(shape, dtype=torch.float64)
