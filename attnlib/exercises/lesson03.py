@@ -1,3 +1,219 @@
 """Checkers for the exercises of lesson 03."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+
+def _random_layers(seed: int):
+    """Inputs ``x`` (L, d) and weights ``w_q``, ``w_k`` (d, d_k), ``w_v`` (d, d_v)."""
+    rng = np.random.default_rng(seed)
+    shapes = [(3, 4, 2, 3), (5, 8, 4, 6), (6, 3, 5, 2), (7, 6, 9, 4), (1, 2, 2, 2)]
+    cases = []
+    for length, d, d_k, d_v in shapes:
+        x = rng.normal(0.0, 1.0, (length, d))
+        w_q, w_k = rng.normal(0.0, 1.0, (d, d_k)), rng.normal(0.0, 1.0, (d, d_k))
+        w_v = rng.normal(0.0, 1.0, (d, d_v))
+        cases.append((x, w_q, w_k, w_v))
+    return cases
+
+
+def _pair(result, name: str, first: str, second: str):
+    """The two arrays of a returned pair, or a failed check naming what was expected."""
+    expect(
+        isinstance(result, tuple) and len(result) == 2,
+        f"{name} should return a pair ({first}, {second}).",
+    )
+    return tuple(np.asarray(r, dtype=float) for r in result)
+
+
+# --------------------------------------------------------------------------- 03.1
+
+
+@exercise("03.1", "self-attention with given weights")
+def _check_self_attention(self_attention) -> None:
+    for x, w_q, w_k, w_v in _random_layers(seed=31):
+        length, d = x.shape
+        d_k, d_v = w_q.shape[1], w_v.shape[1]
+        output, weights = _pair(
+            self_attention(x.copy(), w_q.copy(), w_k.copy(), w_v.copy()),
+            "self_attention(x, w_q, w_k, w_v)",
+            "output",
+            "weights",
+        )
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        expected_out, expected_w = attn.attention(q, k, v)
+        shapes = f"x {x.shape}, w_q {w_q.shape}, w_v {w_v.shape}"
+        expect(
+            weights.shape == (length, length),
+            f"With {shapes} the weights should have shape (L, L) = {(length, length)}; "
+            f"got {weights.shape}.",
+        )
+        expect(
+            np.allclose(weights.sum(axis=1), 1.0),
+            "Each row of the weights should sum to 1: take the softmax along each row (axis=1), "
+            "one row per query.",
+        )
+        if not np.allclose(weights, expected_w, atol=1e-8):
+            unscaled = attn.softmax(q @ k.T)
+            by_d_model = attn.softmax(q @ k.T / np.sqrt(d))
+            swapped = attn.softmax(k @ q.T / np.sqrt(d_k))
+            expect(
+                not np.allclose(weights, unscaled, atol=1e-8),
+                "Almost: the scores must be divided by sqrt(d_k) before the softmax.",
+            )
+            expect(
+                d == d_k or not np.allclose(weights, by_d_model, atol=1e-8),
+                "Divide the scores by sqrt(d_k), the width of the queries and keys "
+                "(w_q.shape[1]), not by sqrt of the width of x.",
+            )
+            expect(
+                not np.allclose(weights, swapped, atol=1e-8),
+                "Queries and keys are swapped: row i of the scores is query i against every "
+                "key, Q @ K.T with Q = x @ w_q and K = x @ w_k.",
+            )
+            expect(
+                False,
+                "The weights are off. Project first (Q = x @ w_q, K = x @ w_k), then "
+                "scores = Q @ K.T / sqrt(d_k), then a softmax of each row.",
+            )
+        expect(
+            output.shape == (length, d_v),
+            f"The output should have one row of width d_v = {d_v} per token: shape "
+            f"{(length, d_v)}; got {output.shape}. Mix the values V = x @ w_v, not x.",
+        )
+        expect(
+            np.allclose(output, expected_out, atol=1e-8),
+            "The weights are right but the output is off: output = weights @ V with "
+            "V = x @ w_v (the values, not x itself).",
+        )
+
+
+# --------------------------------------------------------------------------- 03.2
+
+
+def _true_count(d_model: int, d_k: int, d_v: int) -> int:
+    return 2 * d_model * d_k + d_model * d_v
+
+
+@exercise("03.2", "parameters of a self-attention layer")
+def _check_num_parameters(num_parameters) -> None:
+    rng = np.random.default_rng(32)
+    cases = [(4, 4, 4), (8, 2, 3), (16, 4, 8), (512, 64, 64), (3, 5, 7)]
+    cases += [tuple(int(n) for n in rng.integers(1, 100, size=3)) for _ in range(5)]
+    for d_model, d_k, d_v in cases:
+        got = num_parameters(d_model, d_k, d_v)
+        call = f"num_parameters(d_model={d_model}, d_k={d_k}, d_v={d_v})"
+        expect(
+            isinstance(got, (int, np.integer)),
+            f"{call} should return a whole number (an int); got {type(got).__name__}.",
+        )
+        got = int(got)
+        expect(
+            got != 3 * d_model * d_model or d_k == d_v == d_model,
+            f"{call} = {got}: the three matrices are not square here. W_q and W_k are "
+            "(d_model, d_k), W_v is (d_model, d_v).",
+        )
+        expect(
+            got != 3 * d_model * d_k or d_k == d_v,
+            f"{call} = {got}: W_v has d_v columns, not d_k.",
+        )
+        expect(
+            got != d_model * (d_k + d_v),
+            f"{call} = {got}: there are two matrices of width d_k (W_q for the queries and W_k "
+            "for the keys), plus W_v.",
+        )
+        expect(
+            got == _true_count(d_model, d_k, d_v),
+            f"{call} = {got} is not right. Count the entries of W_q (d_model × d_k), W_k "
+            "(d_model × d_k) and W_v (d_model × d_v); the layer has nothing else to learn.",
+        )
+
+
+# --------------------------------------------------------------------------- 03.3
+
+
+@exercise("03.3", "attention in the textbook's column convention")
+def _check_column_attention(column_attention) -> None:
+    for x, w_q, w_k, w_v in _random_layers(seed=33):
+        length, d_v = x.shape[0], w_v.shape[1]
+        columns = (x.T.copy(), w_q.T.copy(), w_k.T.copy(), w_v.T.copy())  # I, W^q, W^k, W^v
+        out, weights = _pair(
+            column_attention(*columns), "column_attention(I, Wq, Wk, Wv)", "O", "A'"
+        )
+        expected_y, expected_w = attn.attention(x @ w_q, x @ w_k, x @ w_v)
+        expect(
+            weights.shape == (length, length),
+            f"A' should be (L, L) = {(length, length)}; got {weights.shape}.",
+        )
+        expect(
+            np.allclose(weights.sum(axis=0), 1.0),
+            "Each *column* of A' should sum to 1: in this convention column i belongs to query "
+            "i (A = K^T Q), so the softmax runs down the columns (axis=0).",
+        )
+        if not np.allclose(weights, expected_w.T, atol=1e-8):
+            q, k = x @ w_q, x @ w_k
+            expect(
+                not np.allclose(weights, attn.softmax(k @ q.T, axis=0), atol=1e-8),
+                "Almost: divide A = K^T Q by sqrt(d_k) before the softmax.",
+            )
+            expect(
+                False,
+                "A' is off. Q = Wq @ I and K = Wk @ I have one column per token; "
+                "A = K.T @ Q / sqrt(d_k) (entry (j, i) is k_j · q_i); then a softmax of each "
+                "column.",
+            )
+        expect(
+            out.shape == (d_v, length),
+            f"O should have one column per token, shape (d_v, L) = {(d_v, length)}; "
+            f"got {out.shape}.",
+        )
+        expect(
+            np.allclose(out, expected_y.T, atol=1e-8),
+            "A' is right but O is off: O = V @ A' with V = Wv @ I, so that column i of O is "
+            "the weighted sum of the value columns with the weights in column i of A'.",
+        )
+
+
+# --------------------------------------------------------------------------- 03.4
+
+
+@exercise("03.4", "the scale that keeps scores at unit variance")
+def _check_unit_variance_scale(unit_variance_scale) -> None:
+    cases = [(1.0, 1.0, 64), (1.0, 1.0, 1), (2.0, 1.0, 16), (0.5, 3.0, 100), (0.1, 0.2, 7)]
+    for sigma_q, sigma_k, d_k in cases:
+        got = float(unit_variance_scale(sigma_q, sigma_k, d_k))
+        call = f"unit_variance_scale({sigma_q}, {sigma_k}, {d_k})"
+        right = 1.0 / (sigma_q * sigma_k * np.sqrt(d_k))
+        if np.isclose(got, right):
+            continue
+        expect(
+            not np.isclose(got, 1.0 / np.sqrt(d_k)),
+            f"{call} = {got:.4g}: 1/sqrt(d_k) is right only when the entries have standard "
+            "deviation 1. Each product q_m k_m has variance sigma_q² sigma_k² here.",
+        )
+        expect(
+            not np.isclose(got, 1.0 / (sigma_q**2 * sigma_k**2 * np.sqrt(d_k))),
+            f"{call} = {got:.4g}: you divided by the variance of each product; the scale "
+            "divides by the standard deviation of the whole sum.",
+        )
+        expect(
+            not np.isclose(got, 1.0 / (sigma_q * sigma_k * d_k)),
+            f"{call} = {got:.4g}: the variance of the sum grows like d_k, so its standard "
+            "deviation, the thing to divide by, grows like sqrt(d_k).",
+        )
+        expect(
+            False,
+            f"{call} = {got:.4g} is not right. q·k is a sum of d_k independent products "
+            "q_m k_m, each with mean 0 and variance sigma_q² sigma_k²: find the standard "
+            "deviation of the sum and return its inverse.",
+        )
+    rng = np.random.default_rng(34)
+    sigma_q, sigma_k, d_k = 1.5, 0.4, 256
+    q = rng.normal(0.0, sigma_q, (20000, d_k))
+    k = rng.normal(0.0, sigma_k, (20000, d_k))
+    scaled = float(unit_variance_scale(sigma_q, sigma_k, d_k)) * np.einsum("nd,nd->n", q, k)
+    expect(abs(scaled.var() - 1.0) < 0.05, "Measured on random vectors, the variance is not 1.")

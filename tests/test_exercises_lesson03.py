@@ -1,0 +1,141 @@
+"""The checkers of lesson 03: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnlib import numpy as attn
+from attnlib.exercises import check
+
+
+def _softmax(scores, axis):
+    exps = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    return exps / exps.sum(axis=axis, keepdims=True)
+
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def self_attention(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    weights = _softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=1)
+    return weights @ v, weights
+
+
+def num_parameters(d_model, d_k, d_v):
+    return 2 * d_model * d_k + d_model * d_v
+
+
+def column_attention(I, Wq, Wk, Wv):  # noqa: E741 (the textbook's name for the input matrix)
+    Q, K, V = Wq @ I, Wk @ I, Wv @ I
+    A_prime = _softmax(K.T @ Q / np.sqrt(Q.shape[0]), axis=0)
+    return V @ A_prime, A_prime
+
+
+def unit_variance_scale(sigma_q, sigma_k, d_k):
+    return 1.0 / (sigma_q * sigma_k * np.sqrt(d_k))
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def self_attention_unscaled(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    weights = _softmax(q @ k.T, axis=1)
+    return weights @ v, weights
+
+
+def self_attention_scaled_by_d_model(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    weights = _softmax(q @ k.T / np.sqrt(x.shape[1]), axis=1)
+    return weights @ v, weights
+
+
+def self_attention_swapped(x, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    weights = _softmax(k @ q.T / np.sqrt(q.shape[1]), axis=1)
+    return weights @ v, weights
+
+
+def self_attention_columns(x, w_q, w_k, w_v):  # softmax down the columns
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    weights = _softmax(q @ k.T / np.sqrt(q.shape[1]), axis=0)
+    return weights @ v, weights
+
+
+def self_attention_mixes_x(x, w_q, w_k, w_v):  # forgets the values
+    _, weights = self_attention(x, w_q, w_k, w_v)
+    return weights @ x, weights
+
+
+def column_attention_rows(I, Wq, Wk, Wv):  # noqa: E741 (row convention, untransposed)
+    y, w = attn.attention(I.T @ Wq.T, I.T @ Wk.T, I.T @ Wv.T)
+    return y, w
+
+
+def column_attention_unscaled(I, Wq, Wk, Wv):  # noqa: E741
+    Q, K, V = Wq @ I, Wk @ I, Wv @ I
+    A_prime = _softmax(K.T @ Q, axis=0)
+    return V @ A_prime, A_prime
+
+
+def column_attention_wrong_product(I, Wq, Wk, Wv):  # noqa: E741 (A' V instead of V A')
+    Q, K, V = Wq @ I, Wk @ I, Wv @ I
+    A_prime = _softmax(K.T @ Q / np.sqrt(Q.shape[0]), axis=0)
+    return (A_prime.T @ V.T), A_prime
+
+
+CORRECT = {
+    "03.1": self_attention,
+    "03.2": num_parameters,
+    "03.3": column_attention,
+    "03.4": unit_variance_scale,
+}
+
+WRONG = [
+    ("03.1", self_attention_unscaled, "sqrt(d_k) before the softmax"),
+    ("03.1", self_attention_scaled_by_d_model, "not by sqrt of the width of x"),
+    ("03.1", self_attention_swapped, "swapped"),
+    ("03.1", self_attention_columns, "axis=1"),
+    ("03.1", self_attention_mixes_x, "V = x @ w_v"),
+    ("03.1", lambda x, w_q, w_k, w_v: self_attention(x, w_q, w_k, w_v)[0], "pair"),
+    ("03.2", lambda d_model, d_k, d_v: 3 * d_model * d_k, "d_v columns"),
+    ("03.2", lambda d_model, d_k, d_v: 3 * d_model * d_model, "not square"),
+    ("03.2", lambda d_model, d_k, d_v: d_model * (d_k + d_v), "two matrices"),
+    ("03.2", lambda d_model, d_k, d_v: float(num_parameters(d_model, d_k, d_v)), "int"),
+    ("03.2", lambda d_model, d_k, d_v: 2 * d_model * d_k + d_v, "not right"),
+    ("03.3", column_attention_rows, "down the columns"),
+    ("03.3", column_attention_unscaled, "sqrt(d_k)"),
+    ("03.3", column_attention_wrong_product, "O = V @ A'"),
+    ("03.4", lambda sq, sk, d_k: 1.0 / np.sqrt(d_k), "standard deviation 1"),
+    ("03.4", lambda sq, sk, d_k: 1.0 / (sq**2 * sk**2 * np.sqrt(d_k)), "variance of each"),
+    ("03.4", lambda sq, sk, d_k: 1.0 / (sq * sk * d_k), "grows like sqrt(d_k)"),
+    ("03.4", lambda sq, sk, d_k: sq * sk * np.sqrt(d_k), "inverse"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
