@@ -1,3 +1,215 @@
 """Checkers for the exercises of lesson 04."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+# --------------------------------------------------------------------------- 04.1
+
+
+@exercise("04.1", "split_heads by hand")
+def _check_split_heads(split_heads_by_hand) -> None:
+    rng = np.random.default_rng(401)
+    cases = [((4, 6), 2), ((4, 6), 3), ((5, 8), 1), ((3, 4), 4), ((2, 5, 8), 4), ((2, 3, 4, 6), 2)]
+    for shape, heads in cases:
+        x = rng.normal(0.0, 1.0, shape)
+        got = np.asarray(split_heads_by_hand(x.copy(), heads))
+        expected = attn.split_heads(x, heads)
+        call = f"split_heads_by_hand(x of shape {shape}, num_heads={heads})"
+        expect(
+            got.shape == expected.shape,
+            f"{call} has shape {got.shape}; expected (..., H, L, d) = {expected.shape}.",
+        )
+        if np.allclose(got, expected):
+            continue
+        *batch, length, width = shape
+        d = width // heads
+        plain = x.reshape(*batch, heads, length, d)
+        strided = np.stack([x[..., h::heads] for h in range(heads)], axis=-3)
+        expect(
+            not np.allclose(got, plain),
+            f"{call}: a plain reshape to (..., H, L, d) cuts the numbers in memory order, so "
+            "head 0 gets whole tokens instead of the first d features of every token. Reshape "
+            "to (..., L, H, d) first, then swap the L and H axes.",
+        )
+        expect(
+            not np.allclose(got, strided),
+            f"{call}: head h owns a contiguous block of features, h·d … (h+1)·d − 1, not every "
+            "H-th feature.",
+        )
+        expect(
+            False,
+            f"{call} has the right shape but the wrong numbers. Head h, token i should be "
+            "x[..., i, h*d:(h+1)*d].",
+        )
+
+
+# --------------------------------------------------------------------------- 04.2
+
+
+def _layer(d_model: int, heads: int, d_k: int, d_v: int, seed: int):
+    return attn.MultiHeadAttention(d_model, heads, d_k=d_k, d_v=d_v, seed=seed)
+
+
+def _heads_output(x, layer, scale=None):
+    """The concatenated heads (before W_o), with an optional wrong score scale."""
+    q = attn.split_heads(x @ layer.w_q, layer.num_heads)
+    k = attn.split_heads(x @ layer.w_k, layer.num_heads)
+    v = attn.split_heads(x @ layer.w_v, layer.num_heads)
+    return attn.merge_heads(attn.attention(q, k, v, scale=scale)[0])
+
+
+@exercise("04.2", "multi_head_forward")
+def _check_multi_head_forward(multi_head_forward) -> None:
+    rng = np.random.default_rng(402)
+    cases = [(8, 2, 4, 4, 5), (12, 3, 4, 4, 6), (6, 1, 6, 6, 4), (8, 4, 2, 2, 7), (8, 2, 6, 3, 5)]
+    for seed, (d_model, heads, d_k, d_v, length) in enumerate(cases):
+        layer = _layer(d_model, heads, d_k, d_v, seed)
+        x = rng.normal(0.0, 1.0, (length, d_model))
+        weights = [w.copy() for w in (layer.w_q, layer.w_k, layer.w_v, layer.w_o)]
+        got = np.asarray(multi_head_forward(x.copy(), *weights, heads), dtype=float)
+        expected, _ = layer(x)
+        call = (
+            f"multi_head_forward with d_model={d_model}, num_heads={heads}, d_k={d_k}, "
+            f"d_v={d_v}, L={length}"
+        )
+        expect(
+            got.shape == expected.shape,
+            f"{call} returned shape {got.shape}; expected (L, d_model) = {expected.shape}. "
+            "The concatenated heads (L, H·d_v) still need the output projection W_o.",
+        )
+        if np.allclose(got, expected, atol=1e-8):
+            continue
+        whole_width = _heads_output(x, layer, scale=(heads * d_k) ** -0.5) @ layer.w_o
+        single = attn.attention(x @ layer.w_q, x @ layer.w_k, x @ layer.w_v)[0] @ layer.w_o
+        expect(
+            not np.allclose(got, whole_width, atol=1e-8),
+            f"{call}: each head scales its scores by 1/sqrt(d_k), with d_k the width of one "
+            "head (w_q.shape[1] // num_heads), not of all heads together.",
+        )
+        expect(
+            not np.allclose(got, _heads_output(x, layer), atol=1e-8),
+            f"{call}: these are the concatenated heads; the output projection is missing: "
+            "multiply them by w_o.",
+        )
+        expect(
+            heads == 1 or not np.allclose(got, single, atol=1e-8),
+            f"{call}: this is one head of width H·d_k. Split q, k and v into num_heads heads "
+            "and give each head its own softmax.",
+        )
+        expect(
+            False,
+            f"{call} gives the wrong numbers. Steps: Q = x @ w_q (and K, V), split each into "
+            "heads, attention per head with scale 1/sqrt(d_k), concatenate, then @ w_o.",
+        )
+
+
+# --------------------------------------------------------------------------- 04.3
+
+
+def multi_head_cost_reference(length, d_model, num_heads, d_k, d_v):
+    """(parameters, FLOPs of the matrix products, attention-weight entries), no biases."""
+    width_k, width_v = num_heads * d_k, num_heads * d_v
+    parameters = 2 * d_model * width_k + 2 * d_model * width_v
+    projections = 2 * length * d_model * (2 * width_k + width_v) + 2 * length * width_v * d_model
+    attention = 2 * num_heads * length * length * (d_k + d_v)
+    return parameters, projections + attention, num_heads * length * length
+
+
+@exercise("04.3", "parameters and FLOPs")
+def _check_cost(multi_head_cost) -> None:
+    cases = [(128, 64, 1, 64, 64), (128, 64, 8, 8, 8), (10, 12, 3, 4, 4), (7, 10, 2, 8, 8)]
+    cases.append((50, 16, 4, 3, 5))
+    for case in cases:
+        length, d_model, heads, d_k, d_v = case
+        call = (
+            f"multi_head_cost(length={length}, d_model={d_model}, num_heads={heads}, "
+            f"d_k={d_k}, d_v={d_v})"
+        )
+        got = multi_head_cost(*case)
+        expect(
+            isinstance(got, tuple) and len(got) == 3,
+            "Return a tuple of three numbers: (parameters, flops, weight_entries).",
+        )
+        params, flops, entries = (int(round(float(g))) for g in got)
+        want_params, want_flops, want_entries = multi_head_cost_reference(*case)
+        expect(
+            params == want_params,
+            f"{call}: parameters = {params}, expected {want_params}. W_q and W_k are "
+            "(d_model, H·d_k), W_v is (d_model, H·d_v), W_o is (H·d_v, d_model); d_k is given, "
+            "so do not assume d_k = d_model / H.",
+        )
+        expect(
+            entries == want_entries,
+            f"{call}: weight_entries = {entries}, expected {want_entries}: every head has its "
+            "own (L, L) matrix of attention weights.",
+        )
+        expect(
+            flops != want_flops // 2,
+            f"{call}: flops is half the expected value. A product of (m, n) and (n, p) "
+            "matrices costs 2·m·n·p FLOPs: one multiplication and one addition per term.",
+        )
+        expect(
+            flops == want_flops,
+            f"{call}: flops = {flops}, expected {want_flops}. Count four projections (Q, K, V "
+            "and the output W_o) and, in each of the H heads, the scores Q_h K_hᵀ (L·L·d_k "
+            "terms) and the weighted sum A_h V_h (L·L·d_v terms), at 2 FLOPs per term.",
+        )
+
+
+# --------------------------------------------------------------------------- 04.4
+
+
+@exercise("04.4", "masks for torch.nn.MultiheadAttention")
+def _check_torch_mask(to_pytorch_attn_mask) -> None:
+    import torch  # only this checker needs PyTorch
+
+    generator = torch.Generator().manual_seed(404)
+    eye = torch.eye(5, dtype=torch.bool)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    per_example = (torch.rand(3, 5, 5, generator=generator) < 0.5) | eye
+    cases = [(causal, 2), (causal[:3, :3], 1), (per_example, 2), (per_example[:2], 4)]
+    for mask, heads in cases:
+        got = torch.as_tensor(to_pytorch_attn_mask(mask.clone(), heads))
+        call = f"to_pytorch_attn_mask(mask of shape {tuple(mask.shape)}, num_heads={heads})"
+        batched = mask.dim() == 3
+        want_shape = (mask.shape[0] * heads, *mask.shape[1:]) if batched else tuple(mask.shape)
+        expect(
+            got.dtype == torch.bool,
+            f"{call} has dtype {got.dtype}; return a boolean mask (True = blocked).",
+        )
+        expect(
+            tuple(got.shape) == want_shape,
+            f"{call} has shape {tuple(got.shape)}; nn.MultiheadAttention wants "
+            f"{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
+        )
+        inverted = (~mask).repeat_interleave(heads, dim=0) if batched else ~mask
+        if torch.equal(got, inverted):
+            continue
+        same = mask.repeat_interleave(heads, dim=0) if batched else mask
+        expect(
+            not torch.equal(got, same),
+            f"{call} is not inverted. In nn.MultiheadAttention True means *blocked*; in "
+            "attnlib True means *may attend*: use ~mask.",
+        )
+        expect(
+            not (batched and torch.equal(got, (~mask).repeat(heads, 1, 1))),
+            f"{call}: the heads are in the wrong order. PyTorch reads row b·H + h as example b, "
+            "head h, so all heads of example 0 come first: use repeat_interleave, not repeat.",
+        )
+        expect(False, f"{call} blocks the wrong entries: it should be ~mask, one copy per head.")
+    # The meaning, checked end to end: PyTorch with the converted mask equals attnlib.
+    torch.manual_seed(4)
+    module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    x = torch.randn(3, 5, 8, dtype=torch.float64, generator=generator)
+    with torch.no_grad():
+        theirs, _ = module(x, x, x, attn_mask=to_pytorch_attn_mask(per_example.clone(), 2))
+    layer = attn.MultiHeadAttention.from_torch(module)
+    ours, _ = layer(x.numpy(), mask=per_example[:, None].numpy())
+    expect(
+        np.allclose(theirs.numpy(), ours, atol=1e-10),
+        "With your mask nn.MultiheadAttention does not reproduce attnlib's output.",
+    )
