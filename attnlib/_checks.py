@@ -242,3 +242,11 @@ def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
             f"{fn}: key and value must have the same length L_k; "
             f"got key.shape={shape_str(key)} and value.shape={shape_str(value)}"
         )
+
+
+def check_choice(fn: str, name: str, value, choices) -> None:
+    """Raise ValueError unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(
+            f"{fn}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}"
+        )

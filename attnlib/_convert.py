@@ -42,3 +42,20 @@ def multihead_weights_from_torch(module) -> dict:
         "b_v": b_v,
         "b_o": None if out_bias is None else out_bias.detach(),
     }
+
+
+def linear_from_torch(linear) -> tuple:
+    """``(W, b)`` of a ``torch.nn.Linear`` in attnlib's layout: ``W`` is ``(in, out)``."""
+    bias = None if linear.bias is None else linear.bias.detach()
+    return linear.weight.detach().T, bias
+
+
+def activation_name(layer) -> str:
+    """ "relu" or "gelu": the activation of a ``torch.nn.Transformer*Layer``."""
+    activation = layer.activation
+    name = activation if isinstance(activation, str) else getattr(activation, "__name__", "")
+    if name not in ("relu", "gelu"):
+        raise ValueError(
+            f"from_torch: only relu and gelu activations are supported; got {activation!r}"
+        )
+    return name

@@ -13,10 +13,12 @@ array([0.576, 0.212, 0.212])
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import _checks
-from ._convert import multihead_weights_from_torch
+from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
     "softmax",
@@ -32,6 +34,10 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "LayerNorm",
+    "FeedForward",
+    "TransformerEncoderBlock",
+    "TransformerDecoderBlock",
 ]
 
 
@@ -400,3 +406,204 @@ class MultiHeadAttention:
 def _project(x: np.ndarray, w: np.ndarray, b) -> np.ndarray:
     """``x W + b`` (or ``x W`` when there is no bias)."""
     return x @ w if b is None else x @ w + b
+
+
+# --------------------------------------------------------------------------- the Transformer block
+
+
+def _numpy(tensor):
+    """A torch tensor's values as an array (None stays None)."""
+    return None if tensor is None else tensor.detach().cpu().numpy().copy()
+
+
+class LayerNorm:
+    r"""Normalise each token's features to mean 0 and variance 1, then scale and shift.
+
+    .. math:: \operatorname{LN}(x) = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \varepsilon} + \beta
+
+    with ``μ`` and ``σ²`` the mean and (biased) variance of the last axis. ``weight`` (γ) and
+    ``bias`` (β) are ``(d_model,)``, starting at 1 and 0. Shape-preserving.
+
+    >>> LayerNorm(3)(np.array([[1.0, 2.0, 3.0]])).round(3)
+    array([[-1.225,  0.   ,  1.225]])
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        _checks.require_positive_int("LayerNorm", "d_model", d_model)
+        self.weight, self.bias, self.eps = np.ones(d_model), np.zeros(d_model), eps
+
+    @classmethod
+    def from_torch(cls, module) -> LayerNorm:
+        """A copy of a ``torch.nn.LayerNorm``."""
+        norm = cls(module.normalized_shape[-1], module.eps)
+        norm.weight, norm.bias = _numpy(module.weight), _numpy(module.bias)
+        return norm
+
+    def __call__(self, x):
+        x = _array("x", x)
+        _checks.check_layer_input("LayerNorm", x, len(self.weight))
+        centred = x - x.mean(axis=-1, keepdims=True)
+        variance = (centred**2).mean(axis=-1, keepdims=True)
+        return centred / np.sqrt(variance + self.eps) * self.weight + self.bias
+
+
+def _activation(name: str, x: np.ndarray) -> np.ndarray:
+    """ReLU, or the exact (erf) GELU that PyTorch uses by default."""
+    if name == "relu":
+        return np.maximum(x, 0.0)
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+class FeedForward:
+    r"""The position-wise feed-forward network: the same two-layer MLP for every token.
+
+    .. math:: \operatorname{FFN}(x) = \operatorname{act}(x W_1 + b_1)\, W_2 + b_2
+
+    ``w_1`` ``(d_model, d_ff)``, ``w_2`` ``(d_ff, d_model)``; ``activation`` is "relu" (the
+    paper's) or "gelu". Tokens never mix here: that is attention's job.
+
+    >>> FeedForward(4, 16, seed=0)(np.ones((3, 4))).shape
+    (3, 4)
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", seed=0):
+        for name, value in (("d_model", d_model), ("d_ff", d_ff)):
+            _checks.require_positive_int("FeedForward", name, value)
+        _checks.check_choice("FeedForward", "activation", activation, ("relu", "gelu"))
+        rng = np.random.default_rng(seed)
+        self.activation = activation
+        self.w_1, self.b_1 = rng.normal(0.0, d_model**-0.5, (d_model, d_ff)), np.zeros(d_ff)
+        self.w_2, self.b_2 = rng.normal(0.0, d_ff**-0.5, (d_ff, d_model)), np.zeros(d_model)
+
+    @classmethod
+    def from_torch(cls, linear_1, linear_2, activation: str = "relu") -> FeedForward:
+        """A copy of two ``torch.nn.Linear`` layers with ``activation`` between them."""
+        w_1, b_1 = linear_from_torch(linear_1)
+        w_2, b_2 = linear_from_torch(linear_2)
+        ffn = cls(w_1.shape[0], w_1.shape[1], activation)
+        ffn.w_1, ffn.b_1, ffn.w_2, ffn.b_2 = (_numpy(t) for t in (w_1, b_1, w_2, b_2))
+        return ffn
+
+    def __call__(self, x):
+        x = _array("x", x)
+        _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
+        return _activation(self.activation, x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2
+
+
+class TransformerEncoderBlock:
+    r"""One encoder layer of the Transformer: self-attention and a feed-forward network,
+    each wrapped in a residual connection and layer normalisation ("Add & Norm").
+
+    Post-norm (the original paper, ``norm_first=False``)::
+
+        x = LN1(x + MHA(x, x, x))
+        y = LN2(x + FFN(x))
+
+    Pre-norm (``norm_first=True``, common in deep models because it trains more easily)::
+
+        x = x + MHA(LN1(x))
+        y = x + FFN(LN2(x))
+
+    Calling it on ``x`` ``(..., L, d_model)`` returns ``(y (..., L, d_model),
+    weights (..., H, L, L))``; ``mask`` is as for ``MultiHeadAttention`` (True = may attend).
+
+    >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
+    >>> [a.shape for a in block(np.ones((5, 8)))]
+    [(5, 8), (2, 5, 5)]
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False, activation="relu", seed=0):
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed)
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seed + 1)
+        self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
+
+    @classmethod
+    def from_torch(cls, layer) -> TransformerEncoderBlock:
+        """A copy of a ``torch.nn.TransformerEncoderLayer`` (its dropout is not copied)."""
+        block = cls.__new__(cls)
+        block.norm_first = layer.norm_first
+        block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
+        block.feed_forward = FeedForward.from_torch(
+            layer.linear1, layer.linear2, activation_name(layer)
+        )
+        block.norm1, block.norm2 = (
+            LayerNorm.from_torch(layer.norm1),
+            LayerNorm.from_torch(layer.norm2),
+        )
+        return block
+
+    def __call__(self, x, mask=None):
+        """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
+        if self.norm_first:
+            attended, weights = self.self_attention(self.norm1(x), mask=mask)
+            x = x + attended
+            return x + self.feed_forward(self.norm2(x)), weights
+        attended, weights = self.self_attention(x, mask=mask)
+        x = self.norm1(x + attended)
+        return self.norm2(x + self.feed_forward(x)), weights
+
+
+class TransformerDecoderBlock:
+    r"""One decoder layer: causal self-attention, cross-attention to the encoder's output
+    (``memory``), and a feed-forward network, each with Add & Norm.
+
+    In cross-attention the queries come from the decoder and the keys and values from the
+    encoder: every output position can look at the whole source. Post-norm::
+
+        x = LN1(x + MHA_self(x, x, x, causal))
+        x = LN2(x + MHA_cross(x, memory, memory))
+        y = LN3(x + FFN(x))
+
+    (pre-norm with ``norm_first=True``, as in the encoder block). Calling it on ``x``
+    ``(..., L, d_model)`` and ``memory`` ``(..., S, d_model)`` returns ``(y, self_weights
+    (..., H, L, L), cross_weights (..., H, L, S))``. ``causal=True`` adds the causal mask to
+    ``mask``; ``memory_mask`` (True = may attend) broadcasts to ``(..., H, L, S)``.
+
+    >>> block = TransformerDecoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
+    >>> [a.shape for a in block(np.ones((4, 8)), np.ones((6, 8)))]
+    [(4, 8), (2, 4, 4), (2, 4, 6)]
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, norm_first=False, activation="relu", seed=0):
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed)
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed + 1)
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seed + 2)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
+
+    @classmethod
+    def from_torch(cls, layer) -> TransformerDecoderBlock:
+        """A copy of a ``torch.nn.TransformerDecoderLayer`` (its dropout is not copied)."""
+        block = cls.__new__(cls)
+        block.norm_first = layer.norm_first
+        block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
+        block.cross_attention = MultiHeadAttention.from_torch(layer.multihead_attn)
+        block.feed_forward = FeedForward.from_torch(
+            layer.linear1, layer.linear2, activation_name(layer)
+        )
+        block.norm1, block.norm2, block.norm3 = (
+            LayerNorm.from_torch(n) for n in (layer.norm1, layer.norm2, layer.norm3)
+        )
+        return block
+
+    def __call__(self, x, memory, mask=None, memory_mask=None, causal: bool = True):
+        """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
+        x, memory = _array("x", x), _array("memory", memory)
+        if causal:
+            future = causal_mask(x.shape[-2])
+            mask = future if mask is None else mask & future
+        if self.norm_first:
+            attended, self_weights = self.self_attention(self.norm1(x), mask=mask)
+            x = x + attended
+            attended, cross_weights = self.cross_attention(self.norm2(x), memory, mask=memory_mask)
+            x = x + attended
+            return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
+        attended, self_weights = self.self_attention(x, mask=mask)
+        x = self.norm1(x + attended)
+        attended, cross_weights = self.cross_attention(x, memory, mask=memory_mask)
+        x = self.norm2(x + attended)
+        return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights

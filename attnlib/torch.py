@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks
-from ._convert import multihead_weights_from_torch
+from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
     "default_device",
@@ -39,6 +39,11 @@ __all__ = [
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
+    "LearnedPositionalEmbedding",
+    "LayerNorm",
+    "FeedForward",
+    "TransformerEncoderBlock",
+    "TransformerDecoderBlock",
 ]
 
 
@@ -436,3 +441,240 @@ class MultiHeadAttention(nn.Module):
 def _project(x: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:
     """``x W + b`` (or ``x W`` when there is no bias)."""
     return x @ w if b is None else x @ w + b
+
+
+# --------------------------------------------------------------------------- learned positions
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One learned vector per position, ``0 … max_len − 1``: a lookup table trained with the model.
+
+    ``forward(length)`` returns the first ``length`` rows, ``(length, d_model)``, to be added to
+    the token embeddings, like ``sinusoidal_positional_encoding(length, d_model)``. Unlike the
+    sinusoids, the table ends at ``max_len``: a longer input has positions that were never
+    trained, and asking for them is an error.
+
+    >>> LearnedPositionalEmbedding(max_len=128, d_model=16, seed=0)(10).shape
+    torch.Size([10, 16])
+    """
+
+    def __init__(self, max_len: int, d_model: int, seed=None, dtype=None, device=None):
+        super().__init__()
+        _checks.require_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
+        _checks.require_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        weight = torch.randn(max_len, d_model, generator=generator, dtype=dtype) * 0.02
+        self.weight = nn.Parameter(weight.to(device))
+
+    def forward(self, length: int) -> torch.Tensor:
+        _checks.require_positive_int("LearnedPositionalEmbedding", "length", length)
+        max_len = self.weight.shape[0]
+        if length > max_len:
+            raise ValueError(
+                f"LearnedPositionalEmbedding: length={length} exceeds max_len={max_len}; "
+                f"positions {max_len} and beyond have no learned vector"
+            )
+        return self.weight[:length]
+
+
+# --------------------------------------------------------------------------- the Transformer block
+
+
+class LayerNorm(nn.LayerNorm):
+    r"""``torch.nn.LayerNorm`` over the last axis, built as ``LayerNorm(d_model, eps)``.
+
+    .. math:: \operatorname{LN}(x) = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \varepsilon} + \beta
+
+    The same computation as ``attnlib.numpy.LayerNorm``.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, dtype=None, device=None):
+        _checks.require_positive_int("LayerNorm", "d_model", d_model)
+        super().__init__(d_model, eps=eps, dtype=dtype, device=device)
+
+    @classmethod
+    def from_torch(cls, module: nn.LayerNorm) -> LayerNorm:
+        """A copy of a ``torch.nn.LayerNorm``."""
+        weight = module.weight
+        norm = cls(
+            module.normalized_shape[-1], module.eps, dtype=weight.dtype, device=weight.device
+        )
+        norm.load_state_dict(module.state_dict())
+        return norm
+
+
+class FeedForward(nn.Module):
+    r"""The position-wise feed-forward network, :math:`\operatorname{act}(xW_1 + b_1)W_2 + b_2`.
+
+    Parameters ``w_1`` ``(d_model, d_ff)``, ``b_1``, ``w_2`` ``(d_ff, d_model)``, ``b_2``, the
+    layout of ``attnlib.numpy.FeedForward``; ``activation`` is "relu" or "gelu".
+
+    >>> FeedForward(4, 16, seed=0)(torch.ones(3, 4)).shape
+    torch.Size([3, 4])
+    """
+
+    def __init__(self, d_model, d_ff, activation="relu", seed=None, dtype=None, device=None):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("d_ff", d_ff)):
+            _checks.require_positive_int("FeedForward", name, value)
+        _checks.check_choice("FeedForward", "activation", activation, ("relu", "gelu"))
+        self.activation = activation
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+
+        def weight(d_in: int, d_out: int) -> nn.Parameter:
+            values = torch.randn(d_in, d_out, generator=generator, dtype=dtype) * d_in**-0.5
+            return nn.Parameter(values.to(device))
+
+        self.w_1, self.b_1 = (
+            weight(d_model, d_ff),
+            nn.Parameter(torch.zeros(d_ff, dtype=dtype, device=device)),
+        )
+        self.w_2, self.b_2 = (
+            weight(d_ff, d_model),
+            nn.Parameter(torch.zeros(d_model, dtype=dtype, device=device)),
+        )
+
+    @classmethod
+    def from_torch(cls, linear_1: nn.Linear, linear_2: nn.Linear, activation="relu") -> FeedForward:
+        """A copy of two ``torch.nn.Linear`` layers with ``activation`` between them."""
+        (w_1, b_1), (w_2, b_2) = linear_from_torch(linear_1), linear_from_torch(linear_2)
+        ffn = cls(*w_1.shape, activation, dtype=w_1.dtype, device=w_1.device)
+        with torch.no_grad():
+            for parameter, value in zip((ffn.w_1, ffn.b_1, ffn.w_2, ffn.b_2), (w_1, b_1, w_2, b_2)):
+                parameter.copy_(value)
+        return ffn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _require_tensors("FeedForward", x=x)
+        _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
+        act = F.relu if self.activation == "relu" else F.gelu
+        return act(x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2
+
+
+class TransformerEncoderBlock(nn.Module):
+    """One Transformer encoder layer: self-attention and feed-forward, each with Add & Norm.
+
+    Post-norm (``norm_first=False``, the paper) or pre-norm (``norm_first=True``); the same
+    computation and layout as ``attnlib.numpy.TransformerEncoderBlock``. ``forward(x, mask)``
+    returns ``(y (..., L, d_model), weights (..., H, L, L))``.
+
+    >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
+    >>> [tuple(t.shape) for t in block(torch.ones(5, 8))]
+    [(5, 8), (2, 5, 5)]
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        norm_first=False,
+        activation="relu",
+        seed=None,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        kinds = {"dtype": dtype, "device": device}
+        seeds = (None, None) if seed is None else (seed, seed + 1)
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(
+            d_model, num_heads, bias=True, seed=seeds[0], **kinds
+        )
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[1], **kinds)
+        self.norm1, self.norm2 = LayerNorm(d_model, **kinds), LayerNorm(d_model, **kinds)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
+        """A copy of a ``torch.nn.TransformerEncoderLayer`` (its dropout is not copied)."""
+        block = cls.__new__(cls)
+        nn.Module.__init__(block)
+        block.norm_first = layer.norm_first
+        block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
+        block.feed_forward = FeedForward.from_torch(
+            layer.linear1, layer.linear2, activation_name(layer)
+        )
+        block.norm1, block.norm2 = (
+            LayerNorm.from_torch(layer.norm1),
+            LayerNorm.from_torch(layer.norm2),
+        )
+        return block
+
+    def forward(self, x: torch.Tensor, mask=None):
+        if self.norm_first:
+            attended, weights = self.self_attention(self.norm1(x), mask=mask)
+            x = x + attended
+            return x + self.feed_forward(self.norm2(x)), weights
+        attended, weights = self.self_attention(x, mask=mask)
+        x = self.norm1(x + attended)
+        return self.norm2(x + self.feed_forward(x)), weights
+
+
+class TransformerDecoderBlock(nn.Module):
+    """One Transformer decoder layer: causal self-attention, cross-attention to ``memory``,
+    feed-forward, each with Add & Norm; as ``attnlib.numpy.TransformerDecoderBlock``.
+
+    ``forward(x, memory, mask=None, memory_mask=None, causal=True)`` returns
+    ``(y, self_weights (..., H, L, L), cross_weights (..., H, L, S))``.
+
+    >>> block = TransformerDecoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
+    >>> [tuple(t.shape) for t in block(torch.ones(4, 8), torch.ones(6, 8))]
+    [(4, 8), (2, 4, 4), (2, 4, 6)]
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        norm_first=False,
+        activation="relu",
+        seed=None,
+        dtype=None,
+        device=None,
+    ):
+        super().__init__()
+        kinds = {"dtype": dtype, "device": device}
+        seeds = (None,) * 3 if seed is None else (seed, seed + 1, seed + 2)
+        self.norm_first = norm_first
+        self.self_attention = MultiHeadAttention(
+            d_model, num_heads, bias=True, seed=seeds[0], **kinds
+        )
+        self.cross_attention = MultiHeadAttention(
+            d_model, num_heads, bias=True, seed=seeds[1], **kinds
+        )
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[2], **kinds)
+        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, **kinds) for _ in range(3))
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
+        """A copy of a ``torch.nn.TransformerDecoderLayer`` (its dropout is not copied)."""
+        block = cls.__new__(cls)
+        nn.Module.__init__(block)
+        block.norm_first = layer.norm_first
+        block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
+        block.cross_attention = MultiHeadAttention.from_torch(layer.multihead_attn)
+        block.feed_forward = FeedForward.from_torch(
+            layer.linear1, layer.linear2, activation_name(layer)
+        )
+        block.norm1, block.norm2, block.norm3 = (
+            LayerNorm.from_torch(n) for n in (layer.norm1, layer.norm2, layer.norm3)
+        )
+        return block
+
+    def forward(self, x, memory, mask=None, memory_mask=None, causal: bool = True):
+        _require_tensors("TransformerDecoderBlock", x=x, memory=memory)
+        if causal:
+            future = causal_mask(x.shape[-2], device=x.device)
+            mask = future if mask is None else mask & future
+        if self.norm_first:
+            attended, self_weights = self.self_attention(self.norm1(x), mask=mask)
+            x = x + attended
+            attended, cross_weights = self.cross_attention(self.norm2(x), memory, mask=memory_mask)
+            x = x + attended
+            return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
+        attended, self_weights = self.self_attention(x, mask=mask)
+        x = self.norm1(x + attended)
+        attended, cross_weights = self.cross_attention(x, memory, mask=memory_mask)
+        x = self.norm2(x + attended)
+        return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights
