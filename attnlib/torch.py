@@ -502,6 +502,11 @@ class LayerNorm(nn.LayerNorm):
         norm.load_state_dict(module.state_dict())
         return norm
 
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _require_tensors("LayerNorm", x=x)
+        _checks.check_layer_input("LayerNorm", x, self.normalized_shape[-1])
+        return super().forward(x)
+
 
 class FeedForward(nn.Module):
     r"""The position-wise feed-forward network, :math:`\operatorname{act}(xW_1 + b_1)W_2 + b_2`.
