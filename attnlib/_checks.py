@@ -250,3 +250,14 @@ def check_choice(fn: str, name: str, value, choices) -> None:
         raise ValueError(
             f"{fn}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}"
         )
+
+
+def check_truncated(fn: str, q, k, v, window) -> None:
+    """``attention``'s rules, plus: one sequence (``L_q == L_k``) and an int ``window >= 0``."""
+    check_attention(fn, q, k, v, None)
+    if q.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"{fn}: q and k must be the same sequence (L_q == L_k); "
+            f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
+        )
+    require_positive_int(fn, "window", window, allow_zero=True)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from . import _checks
+from . import _band, _checks
 from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "dot_product_scores",
     "additive_scores",
     "attention",
+    "truncated_attention",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -158,6 +159,51 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     _checks.check_attention("attention", q, k, v, mask)
     weights = softmax(dot_product_scores(q, k, scale), mask=mask)
     return weights @ v, (weights if need_weights else None)
+
+
+def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> np.ndarray:
+    r"""Attention restricted to a band: query ``i`` sees keys ``j`` with ``|i - j| <= window``
+    (and ``j <= i`` if ``causal``), in O(L·window) time and memory.
+
+    The result equals ``attention(q, k, v, mask=window_mask(L, window))[0]`` (with
+    ``& causal_mask(L)`` if ``causal``), but no ``L × L`` array is ever built: the queries are
+    cut into blocks of about ``window`` rows, and each block is scored only against the
+    ``block + 2·window`` keys that can reach it.
+
+    Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
+
+    >>> x = np.eye(4)
+    >>> out = truncated_attention(x, x, x, window=1, scale=1.0)
+    >>> np.allclose(out, attention(x, x, x, window_mask(4, 1), scale=1.0)[0])
+    True
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    _checks.check_truncated("truncated_attention", q, k, v, window)
+    length = q.shape[-2]
+    block = _band.block_size(window, length)
+    num_blocks = -(-length // block)
+    span = block + 2 * window  # the keys one block of queries can reach
+
+    extra = num_blocks * block - length  # padding that fills the last block
+    q_blocks = _pad_rows(q, 0, extra).reshape(*q.shape[:-2], num_blocks, block, q.shape[-1])
+    k_blocks = _reachable_rows(_pad_rows(k, window, window + extra), span, block)
+    v_blocks = _reachable_rows(_pad_rows(v, window, window + extra), span, block)
+    mask = _band.block_mask(num_blocks, block, window, length, causal)
+    scores = (q_blocks @ np.swapaxes(k_blocks, -1, -2)) * _default_scale(scale, q.shape[-1])
+    out = softmax(scores, mask=mask) @ v_blocks
+    return out.reshape(*out.shape[:-3], num_blocks * block, v.shape[-1])[..., :length, :]
+
+
+def _pad_rows(x: np.ndarray, before: int, after: int) -> np.ndarray:
+    """Zero rows added before and after the token axis (-2)."""
+    return np.pad(x, [(0, 0)] * (x.ndim - 2) + [(before, after), (0, 0)])
+
+
+def _reachable_rows(x: np.ndarray, span: int, block: int) -> np.ndarray:
+    """``(..., L', d)`` → ``(..., num_blocks, span, d)``: rows ``b·block … b·block + span − 1``
+    for every block ``b`` (overlapping windows, a strided view until used)."""
+    windows = np.lib.stride_tricks.sliding_window_view(x, span, axis=-2)[..., ::block, :, :]
+    return np.swapaxes(windows, -1, -2)
 
 
 # --------------------------------------------------------------------------- masks

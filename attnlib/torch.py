@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _checks
+from . import _band, _checks
 from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "dot_product_scores",
     "additive_scores",
     "attention",
+    "truncated_attention",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -186,6 +187,43 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
         attends_somewhere = mask.any(dim=-1, keepdim=True)
         output = output.masked_fill(~attends_somewhere, 0.0)
     return output
+
+
+def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> torch.Tensor:
+    r"""Attention restricted to a band, ``|i - j| <= window`` (and ``j <= i`` if ``causal``),
+    in O(L·window) time and memory; as ``attnlib.numpy.truncated_attention``.
+
+    Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
+    ``L × L`` matrix: the queries are cut into blocks of about ``window`` rows, each scored
+    against the ``block + 2·window`` keys that can reach it, all blocks in one call of the
+    fused ``scaled_dot_product_attention``.
+
+    Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
+
+    >>> x = torch.eye(4)
+    >>> out = truncated_attention(x, x, x, window=1, scale=1.0)
+    >>> torch.allclose(out, attention(x, x, x, window_mask(4, 1), scale=1.0)[0])
+    True
+    """
+    _require_tensors("truncated_attention", q=q, k=k, v=v)
+    _checks.check_truncated("truncated_attention", q, k, v, window)
+    length = q.shape[-2]
+    block = _band.block_size(window, length)
+    num_blocks = -(-length // block)
+    span = block + 2 * window  # the keys one block of queries can reach
+    extra = num_blocks * block - length  # padding that fills the last block
+    q_blocks = F.pad(q, (0, 0, 0, extra)).unflatten(-2, (num_blocks, block))
+    k_blocks = F.pad(k, (0, 0, window, window + extra)).unfold(-2, span, block).transpose(-1, -2)
+    v_blocks = F.pad(v, (0, 0, window, window + extra)).unfold(-2, span, block).transpose(-1, -2)
+    mask = torch.from_numpy(_band.block_mask(num_blocks, block, window, length, causal))
+    out = F.scaled_dot_product_attention(
+        q_blocks,
+        k_blocks,
+        v_blocks,
+        attn_mask=mask.to(q.device),
+        scale=_default_scale(scale, q.shape[-1]),
+    )
+    return out.flatten(-3, -2)[..., :length, :]
 
 
 # --------------------------------------------------------------------------- masks
