@@ -1,3 +1,252 @@
 """Checkers for the exercises of lesson 05."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+
+def _vector(result, call: str, size: int) -> np.ndarray:
+    """``result`` as a float vector of ``size`` numbers, or a failed check saying so."""
+    try:
+        vector = np.asarray(result, dtype=float)
+    except (TypeError, ValueError):
+        expect(False, f"{call} should return {size} numbers; got {type(result).__name__}.")
+    expect(
+        vector.shape == (size,),
+        f"{call} should return a vector of d_model = {size} numbers; got shape {vector.shape}.",
+    )
+    return vector
+
+
+def _split(encoding: np.ndarray) -> np.ndarray:
+    """The "split" layout of a sinusoidal table: all sines first, then all cosines."""
+    return np.concatenate([encoding[..., 0::2], encoding[..., 1::2]], axis=-1)
+
+
+def _interleave(even: np.ndarray, odd: np.ndarray) -> np.ndarray:
+    """One vector with ``even`` at the even indices and ``odd`` at the odd ones."""
+    out = np.empty(len(even) + len(odd))
+    out[0::2], out[1::2] = even, odd
+    return out
+
+
+def interleaved_shift_matrix(k: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """M_k for attnlib's interleaved layout: PE(p + k) = M_k @ PE(p) (for even d_model)."""
+    matrix = np.zeros((d_model, d_model))
+    for i, omega in enumerate(base ** (-np.arange(0, d_model, 2) / d_model)):
+        c, s = math.cos(k * omega), math.sin(k * omega)
+        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, s], [-s, c]]
+    return matrix
+
+
+# --------------------------------------------------------------------------- 05.1
+
+
+def _row_cases():
+    rng = np.random.default_rng(501)
+    cases = [(0, 4, 10000.0), (1, 4, 10000.0), (7, 8, 10000.0), (50, 16, 10000.0)]
+    cases += [(3, 6, 100.0), (129, 64, 10000.0)]
+    cases += [(int(rng.integers(0, 500)), 2 * int(rng.integers(1, 33)), 10000.0) for _ in range(4)]
+    return cases
+
+
+@exercise("05.1", "one position by hand")
+def _check_sinusoidal_row(sinusoidal_row) -> None:
+    for pos, d, base in _row_cases():
+        call = f"sinusoidal_row({pos}, {d}, base={base:g})"
+        got = _vector(sinusoidal_row(pos, d, base), call, d)
+        want = attn.sinusoidal_positional_encoding(pos + 1, d, base)[pos]
+        if np.allclose(got, want, atol=1e-9):
+            continue
+        i, j = np.arange(d // 2), np.arange(d)
+        angle = pos / base ** (2 * i / d)
+        swapped = _interleave(np.cos(angle), np.sin(angle))
+        pairs_by_i = _interleave(np.sin(pos / base ** (i / d)), np.cos(pos / base ** (i / d)))
+        per_column = np.where(
+            j % 2 == 0, np.sin(pos / base ** (j / d)), np.cos(pos / base ** (j / d))
+        )
+        default_base = attn.sinusoidal_positional_encoding(pos + 1, d)[pos]
+        off_by_one = attn.sinusoidal_positional_encoding(pos + 2, d, base)[pos + 1]
+        expect(
+            not np.allclose(got, off_by_one, atol=1e-9),
+            f"{call} is the encoding of position {pos + 1}: positions count from 0, and "
+            "position 0 is sin(0) = 0, cos(0) = 1 in every pair.",
+        )
+        expect(
+            not np.allclose(got, _split(want), atol=1e-9),
+            f"{call} puts all the sines first and then all the cosines. attnlib interleaves "
+            "them: column 2i is sin(pos·ω_i) and column 2i + 1 is cos(pos·ω_i).",
+        )
+        expect(
+            not np.allclose(got, swapped, atol=1e-9),
+            f"{call}: sine and cosine are swapped. The even column 2i is the sine, the odd "
+            "column 2i + 1 the cosine.",
+        )
+        expect(
+            not np.allclose(got, pairs_by_i, atol=1e-9),
+            f"{call}: the exponent should be 2i/d_model, where i counts the *pairs* "
+            "(i = 0 … d_model/2 − 1); you used i/d_model.",
+        )
+        expect(
+            not np.allclose(got, per_column, atol=1e-9),
+            f"{call}: both columns of a pair share one frequency ω_i = 1/base^(2i/d_model); "
+            "you gave column j its own exponent j/d_model.",
+        )
+        expect(
+            base == 10000.0 or not np.allclose(got, default_base, atol=1e-9),
+            f"{call} ignores base: use base^(2i/d_model), not 10000^(2i/d_model).",
+        )
+        worst = int(np.argmax(np.abs(got - want)))
+        expect(
+            False,
+            f"{call} differs from the encoding at column {worst}: got {got[worst]:.4f}, "
+            f"expected {want[worst]:.4f}. Column 2i is sin(pos / base^(2i/d_model)), "
+            "column 2i + 1 is cos of the same angle.",
+        )
+
+
+# --------------------------------------------------------------------------- 05.2
+
+
+@exercise("05.2", "the shift matrix in the split layout")
+def _check_shift_matrix_split(shift_matrix_split) -> None:
+    rng = np.random.default_rng(502)
+    cases = [(1, 4, 10000.0), (3, 8, 10000.0), (-2, 8, 10000.0), (0, 6, 10000.0), (5, 6, 50.0)]
+    cases += [(int(rng.integers(-20, 40)), 2 * int(rng.integers(2, 33)), 10000.0) for _ in range(3)]
+    for k, d, base in cases:
+        call = f"shift_matrix_split({k}, {d}, base={base:g})"
+        try:
+            got = np.asarray(shift_matrix_split(k, d, base), dtype=float)
+        except (TypeError, ValueError) as error:
+            expect(False, f"{call} should return a (d_model, d_model) array; {error}")
+        expect(got.shape == (d, d), f"{call} should have shape {(d, d)}; got {got.shape}.")
+        table = _split(attn.sinusoidal_positional_encoding(60, d, base))
+        first = max(0, -k)  # pos and pos + k both inside the table
+        here, there = table[first : 60 - max(k, 0)], table[first + k : 60 + min(k, 0)]
+        if np.allclose(here @ got.T, there, atol=1e-9):
+            continue
+        expect(
+            not np.allclose(got, interleaved_shift_matrix(k, d, base), atol=1e-9),
+            f"{call} is M_k for the interleaved layout (sin, cos, sin, cos, …). Here the "
+            f"first d_model/2 = {d // 2} entries are the sines and the last {d // 2} the "
+            "cosines, so sin(pos·ω_i) sits at index i and cos(pos·ω_i) at index d_model/2 + i.",
+        )
+        expect(
+            not np.allclose(there @ got.T, here, atol=1e-9),
+            f"{call} shifts by −k instead of +k: it is the transpose of M_k (for a rotation, "
+            "also its inverse). Either the signs of the sine terms are flipped, or you built it "
+            "for row vectors, PE(pos) @ M; the exercise wants PE(pos + k) = M_k @ PE(pos). "
+            "Recall sin(a + b) = sin a cos b + cos a sin b and "
+            "cos(a + b) = cos a cos b − sin a sin b.",
+        )
+        expect(
+            False,
+            f"With M = {call}, M @ PE(pos) is not PE(pos + {k}). Write PE(pos + k) with the "
+            "angle-sum formulas: each pair (sin, cos) of frequency ω_i is rotated by k·ω_i, "
+            "and M has only four non-zero entries per pair.",
+        )
+
+
+# --------------------------------------------------------------------------- 05.3
+
+
+@exercise("05.3", "the wavelength of a pair")
+def _check_wavelength(wavelength) -> None:
+    rng = np.random.default_rng(503)
+    cases = [(1, 64, 10000.0), (31, 64, 10000.0), (2, 8, 100.0), (0, 64, 10000.0)]
+    cases += [(int(i), 64, 10000.0) for i in rng.integers(0, 32, 3)]
+    for i, d, base in cases:
+        call = f"wavelength({i}, {d}, base={base:g})"
+        got = wavelength(i, d, base)
+        expect(np.ndim(got) == 0, f"{call} should return one number; got {got!r}.")
+        got = float(got)
+        omega = base ** (-2 * i / d)
+        want = 2 * math.pi / omega
+        if math.isclose(got, want, rel_tol=1e-9):
+            continue
+        expect(
+            not math.isclose(got, omega, rel_tol=1e-9),
+            f"{call} returned the angular frequency ω_i = 1/base^(2i/d) (radians per position). "
+            "The wavelength is the number of positions for one full turn of 2π radians.",
+        )
+        expect(
+            not math.isclose(got, 1 / omega, rel_tol=1e-9),
+            f"{call} = 1/ω_i, the positions per *radian*. One period of sin is 2π radians, so "
+            "the wavelength is 2π/ω_i.",
+        )
+        expect(
+            not math.isclose(got, 2 * math.pi * base ** (i / d), rel_tol=1e-9),
+            f"{call}: the exponent is 2i/d_model (i counts pairs of columns), not i/d_model.",
+        )
+        expect(
+            False,
+            f"{call} = {got:.6g}, expected {want:.6g}: a pair of frequency ω_i repeats every "
+            "2π/ω_i positions, with ω_i = 1/base^(2i/d_model).",
+        )
+
+
+# --------------------------------------------------------------------------- 05.4
+
+
+def untrained_positions_reference(max_len: int, train_lengths) -> list[int]:
+    """The rows of a learned table that training on ``train_lengths`` never updates,
+    found the honest way: by asking autograd which rows get a gradient."""
+    import torch  # only this checker needs PyTorch
+
+    from .. import torch as tattn
+
+    table = tattn.LearnedPositionalEmbedding(max_len, 4, seed=0, dtype=torch.float64)
+    for length in train_lengths:
+        (table(length) ** 2).sum().backward()
+    grad = table.weight.grad
+    touched = grad.abs().sum(dim=1) > 0 if grad is not None else torch.zeros(max_len, dtype=bool)
+    return [p for p in range(max_len) if not touched[p]]
+
+
+@exercise("05.4", "which rows were never trained?")
+def _check_untrained_positions(untrained_positions) -> None:
+    rng = np.random.default_rng(504)
+    cases = [(128, [100, 60, 100, 7]), (128, [128, 50]), (10, [3]), (16, [1, 1, 2])]
+    cases += [(64, [int(n) for n in rng.integers(1, 65, size=5)]) for _ in range(3)]
+    for max_len, lengths in cases:
+        call = f"untrained_positions({max_len}, {lengths})"
+        got = untrained_positions(max_len, list(lengths))
+        try:
+            got = sorted(int(p) for p in got)
+        except TypeError:
+            expect(False, f"{call} should return a list of positions (ints); got {got!r}.")
+        want = untrained_positions_reference(max_len, lengths)
+        if got == want:
+            continue
+        longest = max(lengths)
+        expect(
+            got != list(range(longest + 1, max_len)),
+            f"{call}: off by one. Positions count from 0, so a sequence of length {longest} "
+            f"uses rows 0 … {longest - 1}, and row {longest} is the first one it never touches.",
+        )
+        expect(
+            got != list(range(longest - 1, max_len)),
+            f"{call}: off by one. A sequence of length {longest} uses rows 0 … {longest - 1}; "
+            f"row {longest - 1} is trained.",
+        )
+        expect(
+            all(p < max_len for p in got),
+            f"{call} lists positions ≥ max_len = {max_len}. The table has no such rows at all: "
+            "asking for them is an error, not an untrained row.",
+        )
+        expect(
+            len(got) > 0 or not want,
+            f"{call} says every row was trained. Which rows does a sequence of length "
+            f"{longest} read? Only those get a gradient.",
+        )
+        expect(
+            False,
+            f"{call} = {got[:8]}{'…' if len(got) > 8 else ''}, expected {want[:8]}"
+            f"{'…' if len(want) > 8 else ''}: table(length) reads rows 0 … length − 1, and only "
+            "the rows that are read get a gradient.",
+        )
