@@ -1,0 +1,194 @@
+"""The checkers of lesson 06: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnlib import numpy as attn
+from attnlib.exercises import check
+from attnlib.exercises.lesson06 import _random_block, affected_outputs_reference
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def padding_mask_by_hand(lengths, max_len):
+    return (np.arange(max_len)[None, :] < np.asarray(lengths)[:, None])[:, None, :]
+
+
+def affected_outputs(mask, t, num_layers):
+    changed = np.arange(len(mask)) == t
+    for _ in range(num_layers):
+        changed = changed | (mask[:, changed]).any(axis=1)
+    return changed
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta
+
+
+def pre_norm_block(x, block, mask=None):
+    attended, _ = block.self_attention(block.norm1(x), mask=mask)
+    x = x + attended
+    return x + block.feed_forward(block.norm2(x))
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def padding_inverted(lengths, max_len):
+    return ~padding_mask_by_hand(lengths, max_len)
+
+
+def padding_no_query_axis(lengths, max_len):
+    return padding_mask_by_hand(lengths, max_len)[:, 0]
+
+
+def padding_off_by_one(lengths, max_len):
+    return (np.arange(max_len)[None, :] <= np.asarray(lengths)[:, None])[:, None, :]
+
+
+def padding_as_ints(lengths, max_len):
+    return padding_mask_by_hand(lengths, max_len).astype(int)
+
+
+def affected_columns(mask, t, num_layers):
+    return affected_outputs(mask.T, t, num_layers)
+
+
+def affected_one_layer(mask, t, num_layers):
+    return affected_outputs(mask, t, 1)
+
+
+def affected_only_t(mask, t, num_layers):
+    return np.arange(len(mask)) == t
+
+
+def norm_over_tokens(x, gamma, beta, eps=1e-5):
+    mean, var = x.mean(axis=-2, keepdims=True), x.var(axis=-2, keepdims=True)
+    return gamma * (x - mean) / np.sqrt(var + eps) + beta
+
+
+def norm_no_eps(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True) + beta
+
+
+def norm_unbiased(x, gamma, beta, eps=1e-5):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return gamma * centred / np.sqrt(x.var(axis=-1, ddof=1, keepdims=True) + eps) + beta
+
+
+def norm_eps_outside(x, gamma, beta, eps=1e-5):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return gamma * centred / (x.std(axis=-1, keepdims=True) + eps) + beta
+
+
+def norm_no_affine(x, gamma, beta, eps=1e-5):
+    return layer_norm(x, 1.0, 0.0, eps)
+
+
+def norm_swapped(x, gamma, beta, eps=1e-5):
+    return layer_norm(x, beta, gamma, eps)
+
+
+def block_post_norm(x, block, mask=None):
+    attended, _ = block.self_attention(x, mask=mask)
+    x = block.norm1(x + attended)
+    return block.norm2(x + block.feed_forward(x))
+
+
+def block_ignores_mask(x, block, mask=None):
+    return pre_norm_block(x, block, None)
+
+
+def block_no_residual(x, block, mask=None):
+    attended, _ = block.self_attention(block.norm1(x), mask=mask)
+    return attended + block.feed_forward(block.norm2(attended))
+
+
+def block_returns_tuple(x, block, mask=None):
+    return block(x, mask)
+
+
+def block_one_norm(x, block, mask=None):
+    attended, _ = block.self_attention(block.norm1(x), mask=mask)
+    x = x + attended
+    return x + block.feed_forward(block.norm1(x))
+
+
+CORRECT = {
+    "06.1": padding_mask_by_hand,
+    "06.2": affected_outputs,
+    "06.3": layer_norm,
+    "06.4": pre_norm_block,
+}
+
+WRONG = [
+    ("06.1", padding_inverted, "inverted"),
+    ("06.1", padding_no_query_axis, "no query axis"),
+    ("06.1", padding_off_by_one, "counted from 0"),
+    ("06.1", padding_as_ints, "boolean"),
+    ("06.2", affected_columns, "columns"),
+    ("06.2", affected_one_layer, "one more step"),
+    ("06.2", affected_only_t, "wrong"),
+    ("06.2", lambda mask, t, n: np.ones(3, dtype=bool), "shape"),
+    ("06.3", norm_over_tokens, "over the tokens"),
+    ("06.3", norm_no_eps, "NaN"),
+    ("06.3", norm_unbiased, "biased variance"),
+    ("06.3", norm_eps_outside, "inside the square root"),
+    ("06.3", norm_no_affine, "gamma and beta are missing"),
+    ("06.3", norm_swapped, "swapped"),
+    ("06.4", block_post_norm, "post-norm"),
+    ("06.4", block_ignores_mask, "mask was not used"),
+    ("06.4", block_no_residual, "residual"),
+    ("06.4", block_returns_tuple, "tuple"),
+    ("06.4", block_one_norm, "wrong numbers"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_affected_reference_matches_a_real_stack(seed):
+    """The reachability rule predicts exactly which outputs of real blocks change."""
+    rng = np.random.default_rng(seed)
+    length, d = 9, 8
+    mask = attn.window_mask(length, 1) if seed % 2 else attn.causal_mask(length)
+    blocks = [_random_block(d, 2, 16, seed=10 * seed + n, norm_first=bool(n % 2)) for n in range(3)]
+    x = rng.normal(size=(length, d))
+    t = int(rng.integers(length))
+    x_changed = x.copy()
+    x_changed[t] += rng.normal(size=d)
+    for num_layers in (1, 2, 3):
+        y, y_changed = x, x_changed
+        for block in blocks[:num_layers]:
+            y, _ = block(y, mask)
+            y_changed, _ = block(y_changed, mask)
+        changed = np.abs(y - y_changed).max(axis=-1) > 1e-12
+        assert np.array_equal(changed, affected_outputs_reference(mask, t, num_layers))
