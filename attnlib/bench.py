@@ -1,33 +1,48 @@
-"""``python -m attnlib.bench``: how fast is attention here, as ratios measured in one run.
+"""``python -m attnlib.bench``: attnlib's speed and memory as ratios measured in one run.
 
-Absolute times depend on the machine; ratios between implementations timed side by side,
-on the same inputs, in the same process, travel much better. For one length ``L`` and head
-size ``d`` this times
+Absolute times depend on the machine and on what else it is doing; ratios between
+implementations timed side by side, on the same inputs, in the same process, in interleaved
+rounds, travel much better. Nothing here asserts a speed: the numbers are for reading.
 
-* the float32 matrix products that attention is made of (``QKᵀ`` and ``AV``, ``4·L²·d``
-  floating-point operations): the reference rate,
-* ``attnlib.torch.attention(..., need_weights=False)``: PyTorch's fused kernel,
-* ``attnlib.torch.attention``: the unfused path that materialises the ``L×L`` weights,
-* ``attnlib.numpy.attention`` in float32,
+Two tables:
 
-and prints each one's median time, its rate in GFLOP/s and how many times slower it is
-than the fused kernel. Nothing here asserts a speed: the numbers are for reading.
+1. **Dense attention** (B=1, H=8, L=1024, d=64, float32): attnlib's fast path against
+   ``F.scaled_dot_product_attention``; attnlib's explicit path (which returns the weights) and
+   the NumPy path against an unfused PyTorch reference, ``softmax(QKᵀ/√d) V``; and the fused
+   kernel's rate as a fraction of the float32 matrix-product rate.
+2. **Truncated vs dense** (H=4, d=64, window 64, L = 4096 … 32768): time of
+   ``truncated_attention`` against ``F.scaled_dot_product_attention`` with a window mask, the
+   exponent of time against L fitted over the lengths, and the peak memory of each call,
+   measured in a fresh process (CPU: growth of the resident set; CUDA: the allocator's peak).
 
-    python -m attnlib.bench --length 1024 --dim 64
+    python -m attnlib.bench            # the full run, about two minutes on 2 cores
+    python -m attnlib.bench --quick    # small sizes, a few seconds
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from . import numpy as attn_np
 from . import torch as attn_torch
+
+FULL = {"dense_length": 1024, "band_lengths": (4096, 8192, 16384, 32768), "repeats": 10}
+QUICK = {"dense_length": 256, "band_lengths": (512, 1024, 2048), "repeats": 3}
+WINDOW, BAND_HEADS, HEAD_DIM, DENSE_HEADS = 64, 4, 64, 8
+
+
+# --------------------------------------------------------------------------- timing
 
 
 def seconds_of(fn: Callable[[], object], device: torch.device) -> float:
@@ -54,50 +69,200 @@ def median_seconds(candidates: dict, repeats: int, device: torch.device) -> dict
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def run(length: int, dim: int, repeats: int, device: torch.device) -> list[tuple[str, float]]:
-    """``[(name, seconds), ...]`` for the four implementations, on the same random inputs."""
+def random_qkv(shape: tuple[int, ...], device: torch.device):
     generator = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(length, dim, generator=generator).to(device) for _ in range(3))
-    weights = torch.softmax(q @ k.T, dim=-1)
+    return tuple(torch.randn(shape, generator=generator).to(device) for _ in range(3))
+
+
+# --------------------------------------------------------------------------- dense attention
+
+
+def unfused_reference(q, k, v):
+    """Plain PyTorch attention that materialises the weights: the baseline for explicit code."""
+    weights = torch.softmax((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5, dim=-1)
+    return weights @ v, weights
+
+
+def dense_table(length: int, repeats: int, device: torch.device) -> list[str]:
+    """Dense attention at B=1, H=8: each implementation against its reference."""
+    q, k, v = random_qkv((1, DENSE_HEADS, length, HEAD_DIM), device)
     q_np, k_np, v_np = (t.cpu().numpy() for t in (q, k, v))
-    candidates = {
-        "matmuls only (QKᵀ, AV)": lambda: (q @ k.T, weights @ v),
-        "fused (SDPA)": lambda: attn_torch.attention(q, k, v, need_weights=False),
-        "attnlib.torch, unfused": lambda: attn_torch.attention(q, k, v),
-        "attnlib.numpy, float32": lambda: attn_np.attention(q_np, k_np, v_np),
-    }
-    return list(median_seconds(candidates, repeats, device).items())
-
-
-def report(results: list[tuple[str, float]], length: int, dim: int) -> str:
-    """A table of time, GFLOP/s and the ratio to the fused kernel."""
-    flops = 4 * length * length * dim
-    fused = dict(results)["fused (SDPA)"]
-    lines = [f"{'implementation':<26}{'median ms':>11}{'GFLOP/s':>10}{'× fused':>9}"]
-    for name, seconds in results:
+    weights = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+    times = median_seconds(
+        {
+            "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+            "fast": lambda: attn_torch.attention(q, k, v, need_weights=False),
+            "unfused": lambda: unfused_reference(q, k, v),
+            "explicit": lambda: attn_torch.attention(q, k, v),
+            "numpy": lambda: attn_np.attention(q_np, k_np, v_np),
+            "matmul": lambda: (q @ k.transpose(-1, -2), weights @ v),
+        },
+        repeats,
+        device,
+    )
+    flops = 4 * DENSE_HEADS * length * length * HEAD_DIM
+    rows = [
+        (
+            "attnlib fast path (need_weights=False)",
+            "F.scaled_dot_product_attention",
+            "fast",
+            "sdpa",
+            1.05,
+        ),
+        (
+            "attnlib explicit (returns weights)",
+            "unfused PyTorch softmax(QKᵀ)V",
+            "explicit",
+            "unfused",
+            1.2,
+        ),
+        ("attnlib NumPy, float32", "unfused PyTorch softmax(QKᵀ)V", "numpy", "unfused", 1.3),
+    ]
+    lines = [f"Dense attention: B=1, H={DENSE_HEADS}, L={length}, d={HEAD_DIM}, float32"]
+    lines.append(
+        f"  {'implementation':<40}{'ms':>9}  {'reference':<32}{'ms':>9}{'ratio':>8}{'target':>8}"
+    )
+    for name, ref_name, key, ref, target in rows:
         lines.append(
-            f"{name:<26}{seconds * 1e3:>11.3f}{flops / seconds / 1e9:>10.1f}{seconds / fused:>9.2f}"
+            f"  {name:<40}{times[key] * 1e3:>9.2f}  {ref_name:<32}{times[ref] * 1e3:>9.2f}"
+            f"{times[key] / times[ref]:>8.2f}{'≤ ' + str(target):>8}"
         )
-    matmul = dict(results)["matmuls only (QKᵀ, AV)"]
-    lines.append(f"fused attention runs at {matmul / fused:.0%} of the float32 matmul rate")
-    return "\n".join(lines)
+    rate = flops / times["sdpa"] / 1e9
+    matmul_rate = flops / times["matmul"] / 1e9
+    lines.append(
+        f"  F.scaled_dot_product_attention runs at {rate:.0f} GFLOP/s, "
+        f"{rate / matmul_rate:.0%} of the float32 matmul rate ({matmul_rate:.0f} GFLOP/s)"
+    )
+    return lines
+
+
+# --------------------------------------------------------------------------- truncated attention
+
+
+def band_call(kind: str, length: int, device: torch.device) -> Callable[[], object]:
+    """The call to time: ``truncated`` attention, or ``dense`` SDPA with a window mask."""
+    q, k, v = random_qkv((1, BAND_HEADS, length, HEAD_DIM), device)
+    if kind == "truncated":
+        return lambda: attn_torch.truncated_attention(q, k, v, WINDOW)
+    mask = attn_torch.window_mask(length, WINDOW, device=device)
+    return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def peak_bytes(kind: str, length: int, device: torch.device) -> int:
+    """Peak memory of one call, measured in a fresh Python process (see ``_measure_peak``)."""
+    command = [sys.executable, "-m", "attnlib.bench", "--_peak", kind, str(length), str(device)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)["peak_bytes"]
+
+
+def _measure_peak(kind: str, length: int, device: torch.device) -> int:
+    """Bytes the call adds at its peak: on CUDA the allocator's peak; on the CPU (Linux) the
+    resident set's high-water mark, reset just before the call, minus the size before it
+    (the inputs are allocated before that baseline)."""
+    call = band_call(kind, length, device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        call()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    base = _status_bytes("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # reset the high-water mark (VmHWM) to the current size
+    call()
+    return _status_bytes("VmHWM") - base
+
+
+def _status_bytes(field: str) -> int:
+    """A size from ``/proc/self/status`` (Linux), in bytes."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def dense_fits(length: int, device: torch.device) -> bool:
+    """Whether dense attention could hold H·L² float32 scores and the L² mask in free memory
+    (PyTorch's CPU kernel needs far less: it works block by block; the mask is L² bytes)."""
+    needed = BAND_HEADS * length * length * 4 + length * length
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info()[0]
+    else:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        free = int(fields["MemAvailable"].split()[0]) * 1024
+    return needed < free
+
+
+def fitted_exponent(lengths, seconds) -> float:
+    """The slope of log(time) against log(L): 1 for linear cost, 2 for quadratic."""
+    return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
+
+
+def band_table(lengths, repeats: int, device: torch.device) -> list[str]:
+    """Truncated vs dense-with-window-mask attention over ``lengths``."""
+    lines = [
+        f"Truncated vs dense attention: B=1, H={BAND_HEADS}, d={HEAD_DIM}, "
+        f"window {WINDOW}, float32",
+        f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up':>10}"
+        f"{'dense MiB':>11}{'trunc. MiB':>12}{'trunc. / one L×L':>18}",
+    ]
+    measured = {"dense": ([], []), "truncated": ([], [])}
+    for length in lengths:
+        kinds = ["truncated"] + (["dense"] if dense_fits(length, device) else [])
+        calls = {kind: band_call(kind, length, device) for kind in kinds}
+        long_run = length >= 16384  # one round is enough for calls of seconds
+        times = median_seconds(calls, 1 if long_run else repeats, device)
+        peaks = {kind: peak_bytes(kind, length, device) for kind in kinds}
+        for kind in kinds:
+            measured[kind][0].append(length)
+            measured[kind][1].append(times[kind])
+        one_matrix = length * length * 4
+        dense_ms = f"{times['dense'] * 1e3:>11.1f}" if "dense" in times else f"{'(skipped)':>11}"
+        speed_up = (
+            f"{times['dense'] / times['truncated']:>9.1f}×" if "dense" in times else f"{'':>10}"
+        )
+        dense_mib = f"{peaks['dense'] / 2**20:>11.0f}" if "dense" in peaks else f"{'':>11}"
+        lines.append(
+            f"  {length:>6}{dense_ms}{times['truncated'] * 1e3:>14.1f}{speed_up}{dense_mib}"
+            f"{peaks['truncated'] / 2**20:>12.1f}{peaks['truncated'] / one_matrix:>18.1%}"
+        )
+    for kind in ("truncated", "dense"):
+        lengths_seen, seconds = measured[kind]
+        if len(lengths_seen) >= 2:
+            exponent = fitted_exponent(lengths_seen, seconds)
+            lines.append(
+                f"  time ∝ L^{exponent:.2f} for {kind} attention (fitted over {lengths_seen})"
+            )
+    return lines
+
+
+# --------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.bench", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--length", type=int, default=1024, help="sequence length L")
-    parser.add_argument("--dim", type=int, default=64, help="head size d")
-    parser.add_argument("--repeats", type=int, default=20, help="timed runs per implementation")
+    parser.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
     parser.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best)")
+    parser.add_argument("--_peak", nargs=3, help=argparse.SUPPRESS)  # internal: one measurement
     args = parser.parse_args(argv)
+    if args._peak:
+        kind, length, device = args._peak
+        print(json.dumps({"peak_bytes": _measure_peak(kind, int(length), torch.device(device))}))
+        return
     device = torch.device(args.device) if args.device else attn_torch.default_device()
+    sizes = QUICK if args.quick else FULL
     print(
-        f"L={args.length}, d={args.dim}, float32, device={device}, "
-        f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads"
+        f"attnlib.bench: device={device}, torch {torch.__version__}, numpy {np.__version__}, "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs"
     )
-    print(report(run(args.length, args.dim, args.repeats, device), args.length, args.dim))
+    print("\n".join(dense_table(sizes["dense_length"], sizes["repeats"], device)))
+    print("\n".join(band_table(sizes["band_lengths"], sizes["repeats"], device)))
+    print("Times: medians of interleaved rounds. Memory: one call in a fresh process.")
 
 
 if __name__ == "__main__":
