@@ -168,7 +168,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     The result equals ``attention(q, k, v, mask=window_mask(L, window))[0]`` (with
     ``& causal_mask(L)`` if ``causal``), but no ``L × L`` array is ever built: the queries are
     cut into blocks of about ``window`` rows, and each block is scored only against the
-    ``block + 2·window`` keys that can reach it.
+    ``block + 2·window`` keys that can reach it, a chunk of blocks at a time.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -181,21 +181,35 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     length = q.shape[-2]
     block = _band.block_size(window, length)
-    num_blocks = -(-length // block)
-    span = block + 2 * window  # the keys one block of queries can reach
+    scale = _default_scale(scale, q.shape[-1])
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = np.empty((*batch, length, v.shape[-1]), dtype=np.result_type(q, k, v))
+    for chunk in _band.chunks(length, window, block):
+        out[..., chunk.start : chunk.stop, :] = _band_chunk(
+            q, k, v, chunk, block, window, causal, scale
+        )
+    return out
 
-    extra = num_blocks * block - length  # padding that fills the last block
-    q_blocks = _pad_rows(q, 0, extra).reshape(*q.shape[:-2], num_blocks, block, q.shape[-1])
-    k_blocks = _reachable_rows(_pad_rows(k, window, window + extra), span, block)
-    v_blocks = _reachable_rows(_pad_rows(v, window, window + extra), span, block)
-    mask = _band.block_mask(num_blocks, block, window, length, causal)
-    scores = (q_blocks @ np.swapaxes(k_blocks, -1, -2)) * _default_scale(scale, q.shape[-1])
+
+def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> np.ndarray:
+    """The output rows of one chunk of queries (see ``attnlib._band``)."""
+    length, span = q.shape[-2], block + 2 * window
+    key_lo, key_hi, before, after = _band.padding(chunk, block, window, length)
+    extra = chunk.num_blocks * block - (chunk.stop - chunk.start)  # fills the last block
+    q_blocks = _pad_rows(q[..., chunk.start : chunk.stop, :], 0, extra)
+    q_blocks = q_blocks.reshape(*q.shape[:-2], chunk.num_blocks, block, q.shape[-1])
+    k_blocks = _reachable_rows(_pad_rows(k[..., key_lo:key_hi, :], before, after), span, block)
+    v_blocks = _reachable_rows(_pad_rows(v[..., key_lo:key_hi, :], before, after), span, block)
+    mask = _band.block_mask(chunk, block, window, length, causal)
+    scores = (q_blocks @ np.swapaxes(k_blocks, -1, -2)) * scale
     out = softmax(scores, mask=mask) @ v_blocks
-    return out.reshape(*out.shape[:-3], num_blocks * block, v.shape[-1])[..., :length, :]
+    return out.reshape(*out.shape[:-3], -1, v.shape[-1])[..., : chunk.stop - chunk.start, :]
 
 
 def _pad_rows(x: np.ndarray, before: int, after: int) -> np.ndarray:
-    """Zero rows added before and after the token axis (-2)."""
+    """Zero rows added before and after the token axis (-2); no copy when there are none."""
+    if before == after == 0:
+        return x
     return np.pad(x, [(0, 0)] * (x.ndim - 2) + [(before, after), (0, 0)])
 
 

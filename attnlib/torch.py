@@ -195,8 +195,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
 
     Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
     ``L × L`` matrix: the queries are cut into blocks of about ``window`` rows, each scored
-    against the ``block + 2·window`` keys that can reach it, all blocks in one call of the
-    fused ``scaled_dot_product_attention``.
+    against the ``block + 2·window`` keys that can reach it, a chunk of blocks at a time.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -209,21 +208,30 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     length = q.shape[-2]
     block = _band.block_size(window, length)
-    num_blocks = -(-length // block)
-    span = block + 2 * window  # the keys one block of queries can reach
-    extra = num_blocks * block - length  # padding that fills the last block
-    q_blocks = F.pad(q, (0, 0, 0, extra)).unflatten(-2, (num_blocks, block))
-    k_blocks = F.pad(k, (0, 0, window, window + extra)).unfold(-2, span, block).transpose(-1, -2)
-    v_blocks = F.pad(v, (0, 0, window, window + extra)).unfold(-2, span, block).transpose(-1, -2)
-    mask = torch.from_numpy(_band.block_mask(num_blocks, block, window, length, causal))
-    out = F.scaled_dot_product_attention(
-        q_blocks,
-        k_blocks,
-        v_blocks,
-        attn_mask=mask.to(q.device),
-        scale=_default_scale(scale, q.shape[-1]),
-    )
-    return out.flatten(-3, -2)[..., :length, :]
+    scale = _default_scale(scale, q.shape[-1])
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = q.new_empty(*batch, length, v.shape[-1])
+    for chunk in _band.chunks(length, window, block):
+        out[..., chunk.start : chunk.stop, :] = _band_chunk(
+            q, k, v, chunk, block, window, causal, scale
+        )
+    return out
+
+
+def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> torch.Tensor:
+    """The output rows of one chunk of queries (see ``attnlib._band``): scores against the
+    reachable keys only, with the band mask added as -inf before the softmax."""
+    length, span = q.shape[-2], block + 2 * window
+    key_lo, key_hi, before, after = _band.padding(chunk, block, window, length)
+    extra = chunk.num_blocks * block - (chunk.stop - chunk.start)  # fills the last block
+    q_chunk = q[..., chunk.start : chunk.stop, :] * scale  # cheaper than scaling the scores
+    q_blocks = F.pad(q_chunk, (0, 0, 0, extra)).unflatten(-2, (-1, block))
+    k_blocks = F.pad(k[..., key_lo:key_hi, :], (0, 0, before, after)).unfold(-2, span, block)
+    v_blocks = F.pad(v[..., key_lo:key_hi, :], (0, 0, before, after)).unfold(-2, span, block)
+    blocked = torch.from_numpy(~_band.block_mask(chunk, block, window, length, causal))
+    scores = (q_blocks @ k_blocks).masked_fill_(blocked.to(q.device), -math.inf)
+    out = torch.softmax(scores, dim=-1) @ v_blocks.transpose(-1, -2)
+    return out.flatten(-3, -2)[..., : chunk.stop - chunk.start, :]
 
 
 # --------------------------------------------------------------------------- masks
