@@ -104,7 +104,8 @@ def dot_product_scores(q, k, scale=None) -> np.ndarray:
     """
     q, k = _array("q", q), _array("k", k)
     _checks.check_query_key("dot_product_scores", q, k)
-    return (q @ np.swapaxes(k, -1, -2)) * _default_scale(scale, q.shape[-1])
+    # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
+    return (q * _default_scale(scale, q.shape[-1])) @ np.swapaxes(k, -1, -2)
 
 
 def additive_scores(q, k, w_q, w_k, w) -> np.ndarray:

@@ -88,15 +88,15 @@ def softmax(x: torch.Tensor, axis: int = -1, mask: torch.Tensor | None = None) -
     """
     _require_tensors("softmax", x=x, mask=mask)
     _checks.require_float("softmax", "x", x)
-    if mask is not None:
-        _checks.check_mask("softmax", mask, x.shape)
-        x = x.masked_fill(~mask, -math.inf)
-    row_max = x.amax(dim=axis, keepdim=True).detach()
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exps = torch.exp(x - row_max)
-    total = exps.sum(dim=axis, keepdim=True)
-    # total >= 1 unless the slice is fully masked, where exps is all zeros: 0 / 1 = 0.
-    return exps / total.clamp_min(1.0)
+    if mask is None:
+        return torch.softmax(x, dim=axis)  # PyTorch's fused kernel subtracts the maximum too
+    _checks.check_mask("softmax", mask, x.shape)
+    mask = mask.expand_as(x)  # a view: now ``axis`` means the same axis in both
+    attends = mask.any(dim=axis, keepdim=True)
+    # A fully masked slice would be all -inf (NaN after the softmax, and NaN gradients):
+    # give it finite scores, then zero its weights.
+    x = x.masked_fill(~mask, -math.inf).masked_fill(~attends, 0.0)
+    return torch.softmax(x, dim=axis) * attends
 
 
 def _default_scale(scale, d_k: int) -> float:
@@ -117,7 +117,8 @@ def dot_product_scores(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Te
     """
     _require_tensors("dot_product_scores", q=q, k=k)
     _checks.check_query_key("dot_product_scores", q, k)
-    return (q @ k.transpose(-1, -2)) * _default_scale(scale, q.shape[-1])
+    # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
+    return (q * _default_scale(scale, q.shape[-1])) @ k.transpose(-1, -2)
 
 
 def additive_scores(q, k, w_q, w_k, w) -> torch.Tensor:
