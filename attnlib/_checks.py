@@ -252,12 +252,17 @@ def check_choice(fn: str, name: str, value, choices) -> None:
         )
 
 
-def check_truncated(fn: str, q, k, v, window) -> None:
-    """``attention``'s rules, plus: one sequence (``L_q == L_k``) and an int ``window >= 0``."""
-    check_attention(fn, q, k, v, None)
+def check_same_length(fn: str, q, k) -> None:
+    """Queries and keys are the same sequence: ``L_q == L_k``."""
     if q.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{fn}: q and k must be the same sequence (L_q == L_k); "
             f"got q.shape={shape_str(q)} and k.shape={shape_str(k)}"
         )
+
+
+def check_truncated(fn: str, q, k, v, window) -> None:
+    """``attention``'s rules, plus: one sequence (``L_q == L_k``) and an int ``window >= 0``."""
+    check_attention(fn, q, k, v, None)
+    check_same_length(fn, q, k)
     require_positive_int(fn, "window", window, allow_zero=True)

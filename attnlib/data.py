@@ -193,3 +193,22 @@ def ethanol() -> Graph:
     bonds = [(0, 1), (1, 2), (0, 3), (0, 4), (0, 5), (1, 6), (1, 7), (2, 8)]
     names = [f"{e}{i}" for i, e in enumerate(elements)]
     return Graph(names, feature_names, features, bonds)
+
+
+def example_graph(num_features: int = 4, seed: int = 0) -> Graph:
+    """The eight-node graph of the LeeDL textbook's graph example, with random node features.
+
+    The textbook fixes two neighbourhoods: node 1 is linked only to nodes 5, 6 and 8, and node 2
+    only to node 3; the other edges (3–4, 4–7, 5–6, 7–8) complete it into one connected graph.
+    Nodes are named "1" … "8" as in the book; ``edges`` use 0-based indices.
+
+    >>> g = example_graph()
+    >>> sorted(int(g.node_names[j]) for i, j in g.edges if g.node_names[i] == "1")
+    [5, 6, 8]
+    """
+    _checks.require_positive_int("example_graph", "num_features", num_features)
+    pairs = [(1, 5), (1, 6), (1, 8), (2, 3), (3, 4), (4, 7), (5, 6), (7, 8)]
+    features = np.random.default_rng(seed).normal(size=(8, num_features))
+    names = [str(i) for i in range(1, 9)]
+    feature_names = [f"f{i}" for i in range(num_features)]
+    return Graph(names, feature_names, features, [(i - 1, j - 1) for i, j in pairs])

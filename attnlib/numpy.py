@@ -26,6 +26,9 @@ __all__ = [
     "additive_scores",
     "attention",
     "truncated_attention",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_recurrent",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -219,6 +222,83 @@ def _reachable_rows(x: np.ndarray, span: int, block: int) -> np.ndarray:
     for every block ``b`` (overlapping windows, a strided view until used)."""
     windows = np.lib.stride_tricks.sliding_window_view(x, span, axis=-2)[..., ::block, :, :]
     return np.swapaxes(windows, -1, -2)
+
+
+# --------------------------------------------------------------------------- linear attention
+
+
+def elu_feature_map(x) -> np.ndarray:
+    r"""The feature map of linear attention, :math:`\phi(x) = \operatorname{elu}(x) + 1`:
+    ``x + 1`` for ``x > 0``, ``exp(x)`` otherwise; always positive (Katharopoulos et al., 2020).
+
+    >>> elu_feature_map(np.array([-1.0, 0.0, 2.0])).round(3)
+    array([0.368, 1.   , 3.   ])
+    """
+    x = _array("x", x)
+    _checks.require_float("elu_feature_map", "x", x)
+    return np.where(x > 0, x + 1.0, np.exp(np.minimum(x, 0.0)))
+
+
+def linear_attention(q, k, v, causal: bool = False) -> np.ndarray:
+    r"""Linear attention, the parallel form: softmax's :math:`e^{q \cdot k}` replaced by
+    :math:`\phi(q) \cdot \phi(k)`, so the sum over keys can be done once for all queries.
+
+    .. math:: y_i = \frac{\phi(q_i)^\top \sum_j \phi(k_j) v_j^\top}
+                         {\phi(q_i)^\top \sum_j \phi(k_j)}
+
+    Non-causal: the sums run over all ``j``: ``O(L·d_k·d_v)`` time instead of ``O(L²·d)``.
+    Causal: over ``j <= i``, as running (prefix) sums of ``φ(k_j) v_jᵀ``, computed all at once
+    (memory ``O(L·d_k·d_v)``). ``linear_attention_recurrent`` computes the causal case one step
+    at a time, as an RNN. Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` →
+    ``(..., L, d_v)``.
+
+    >>> x = np.ones((3, 2))
+    >>> linear_attention(x, x, np.arange(3.0)[:, None], causal=True).ravel()
+    array([0. , 0.5, 1. ])
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    _checks.check_attention("linear_attention", q, k, v, None)
+    if causal:
+        _checks.check_same_length("linear_attention", q, k)
+    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
+    if not causal:
+        state = np.swapaxes(phi_k, -1, -2) @ v  # (..., d_k, d_v): Σ_j φ(k_j) v_jᵀ
+        normaliser = phi_k.sum(axis=-2)  # (..., d_k): Σ_j φ(k_j)
+        return (phi_q @ state) / (phi_q @ normaliser[..., None])
+    states = np.cumsum(phi_k[..., :, None] * v[..., None, :], axis=-3)  # (..., L, d_k, d_v)
+    normalisers = np.cumsum(phi_k, axis=-2)  # (..., L, d_k)
+    numerator = (phi_q[..., None, :] @ states)[..., 0, :]
+    return numerator / (phi_q * normalisers).sum(axis=-1, keepdims=True)
+
+
+def linear_attention_recurrent(q, k, v) -> np.ndarray:
+    r"""Causal linear attention as a recurrent network: one step per token, a fixed-size state.
+
+    .. math:: S_i = S_{i-1} + \phi(k_i) v_i^\top, \quad z_i = z_{i-1} + \phi(k_i), \quad
+              y_i = \frac{\phi(q_i)^\top S_i}{\phi(q_i)^\top z_i}
+
+    The state ``S`` is ``(d_k, d_v)`` whatever the length: "Transformers are RNNs". Equal to
+    ``linear_attention(q, k, v, causal=True)``; ``L`` sequential steps instead of one parallel
+    pass. Shapes as for ``linear_attention``.
+
+    >>> x = np.ones((3, 2))
+    >>> linear_attention_recurrent(x, x, np.arange(3.0)[:, None]).ravel()
+    array([0. , 0.5, 1. ])
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    _checks.check_attention("linear_attention_recurrent", q, k, v, None)
+    _checks.check_same_length("linear_attention_recurrent", q, k)
+    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    state = np.zeros((*batch, k.shape[-1], v.shape[-1]))
+    normaliser = np.zeros((*batch, k.shape[-1]))
+    outputs = []
+    for i in range(q.shape[-2]):
+        state = state + phi_k[..., i, :, None] * v[..., i, None, :]
+        normaliser = normaliser + phi_k[..., i, :]
+        numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
+        outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(axis=-1, keepdims=True))
+    return np.stack(outputs, axis=-2)
 
 
 # --------------------------------------------------------------------------- masks

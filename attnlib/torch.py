@@ -31,6 +31,9 @@ __all__ = [
     "additive_scores",
     "attention",
     "truncated_attention",
+    "elu_feature_map",
+    "linear_attention",
+    "linear_attention_recurrent",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -233,6 +236,74 @@ def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> torch.Tensor:
     scores = (q_blocks @ k_blocks).masked_fill_(blocked.to(q.device), -math.inf)
     out = torch.softmax(scores, dim=-1) @ v_blocks.transpose(-1, -2)
     return out.flatten(-3, -2)[..., : chunk.stop - chunk.start, :]
+
+
+# --------------------------------------------------------------------------- linear attention
+
+
+def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
+    r"""The feature map of linear attention, :math:`\phi(x) = \operatorname{elu}(x) + 1`.
+
+    >>> elu_feature_map(torch.tensor([-1.0, 0.0, 2.0]))
+    tensor([0.3679, 1.0000, 3.0000])
+    """
+    _require_tensors("elu_feature_map", x=x)
+    _checks.require_float("elu_feature_map", "x", x)
+    return F.elu(x) + 1.0
+
+
+def linear_attention(q, k, v, causal: bool = False) -> torch.Tensor:
+    r"""Linear attention, the parallel form; as ``attnlib.numpy.linear_attention``.
+
+    .. math:: y_i = \frac{\phi(q_i)^\top \sum_j \phi(k_j) v_j^\top}
+                         {\phi(q_i)^\top \sum_j \phi(k_j)}
+
+    with ``j`` over all keys, or ``j <= i`` when ``causal`` (prefix sums, computed at once).
+
+    >>> x = torch.ones(3, 2)
+    >>> linear_attention(x, x, torch.arange(3.0)[:, None], causal=True).ravel()
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    _require_tensors("linear_attention", q=q, k=k, v=v)
+    _checks.check_attention("linear_attention", q, k, v, None)
+    if causal:
+        _checks.check_same_length("linear_attention", q, k)
+    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
+    if not causal:
+        state = phi_k.transpose(-1, -2) @ v  # (..., d_k, d_v): Σ_j φ(k_j) v_jᵀ
+        normaliser = phi_k.sum(dim=-2)  # (..., d_k): Σ_j φ(k_j)
+        return (phi_q @ state) / (phi_q @ normaliser[..., None])
+    states = torch.cumsum(phi_k[..., :, None] * v[..., None, :], dim=-3)  # (..., L, d_k, d_v)
+    normalisers = torch.cumsum(phi_k, dim=-2)  # (..., L, d_k)
+    numerator = (phi_q[..., None, :] @ states)[..., 0, :]
+    return numerator / (phi_q * normalisers).sum(dim=-1, keepdim=True)
+
+
+def linear_attention_recurrent(q, k, v) -> torch.Tensor:
+    r"""Causal linear attention as a recurrent network, one step per token; as
+    ``attnlib.numpy.linear_attention_recurrent``.
+
+    .. math:: S_i = S_{i-1} + \phi(k_i) v_i^\top, \quad z_i = z_{i-1} + \phi(k_i), \quad
+              y_i = \frac{\phi(q_i)^\top S_i}{\phi(q_i)^\top z_i}
+
+    >>> x = torch.ones(3, 2)
+    >>> linear_attention_recurrent(x, x, torch.arange(3.0)[:, None]).ravel()
+    tensor([0.0000, 0.5000, 1.0000])
+    """
+    _require_tensors("linear_attention_recurrent", q=q, k=k, v=v)
+    _checks.check_attention("linear_attention_recurrent", q, k, v, None)
+    _checks.check_same_length("linear_attention_recurrent", q, k)
+    phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    state = q.new_zeros(*batch, k.shape[-1], v.shape[-1])
+    normaliser = q.new_zeros(*batch, k.shape[-1])
+    outputs = []
+    for i in range(q.shape[-2]):
+        state = state + phi_k[..., i, :, None] * v[..., i, None, :]
+        normaliser = normaliser + phi_k[..., i, :]
+        numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
+        outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(dim=-1, keepdim=True))
+    return torch.stack(outputs, dim=-2)
 
 
 # --------------------------------------------------------------------------- masks
