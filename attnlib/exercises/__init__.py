@@ -97,4 +97,15 @@ def expect(condition: bool, hint: str) -> None:
 
 
 # The lessons' checkers register themselves on import.
-from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07  # noqa: E402, F401
+from . import (  # noqa: E402, F401
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+    lesson09,
+    lesson10,
+)
