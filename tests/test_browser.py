@@ -1,0 +1,134 @@
+"""Open every page of the built book in headless Chromium, with the network closed.
+
+For each page: no JavaScript error in the console, every image loads, every formula is
+typeset by the book's own MathJax, and nothing is fetched from outside the loopback server.
+For each lesson: the Colab launch link points at its notebook, and the solution dropdowns
+open. A screenshot of each lesson page is saved to ``_build/screenshots/`` for people to
+look at.
+
+Needs Debian's ``chromium`` (``.ci/run`` installs it); skips, saying so, where it is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import conventions  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+PAGES = conventions.toc_entries()
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium installed (apt-get install chromium); .ci/run installs it"
+)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(book_html):
+    """Serve the built book on a free loopback port."""
+    handler = functools.partial(QuietHandler, directory=str(book_html))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def open_page(browser, server):
+    """Open a book page offline; return (page, problems) where problems collects console
+    errors, uncaught exceptions and any request that tried to leave the loopback server."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+
+    def only_loopback(route):
+        if route.request.url.startswith(server):
+            route.continue_()
+        else:
+            problems.append(f"network request outside the book: {route.request.url}")
+            route.abort()
+
+    context.route("**/*", only_loopback)
+
+    def visit(path: str):
+        page = context.new_page()
+        page.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+        page.on(
+            "console",
+            lambda message: (
+                problems.append(f"console: {message.text}") if message.type == "error" else None
+            ),
+        )
+        page.goto(f"{server}/{path}.html", wait_until="networkidle")
+        if page.evaluate("typeof MathJax !== 'undefined'"):
+            page.wait_for_function("window.MathJax.startup && MathJax.startup.promise")
+            page.evaluate("MathJax.startup.promise")
+        return page, problems
+
+    yield visit
+    context.close()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_reads_offline(open_page, path):
+    page, problems = open_page(path)
+    assert not problems, problems
+    broken = page.evaluate(
+        "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
+        ".map(i => i.src.slice(0, 80))"
+    )
+    assert not broken, f"images that did not load: {broken}"
+    untypeset = page.evaluate(
+        "Array.from(document.querySelectorAll('.math'))"
+        ".filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60))"
+    )
+    assert not untypeset, f"formulas left as raw TeX: {untypeset}"
+    text = page.inner_text("article")
+    assert "$$" not in text and "\\(" not in text, "raw math delimiters in the page text"
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES if p.startswith("lessons/")])
+def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
+    page, problems = open_page(path)
+    colab = conventions.colab_url(f"{path}.ipynb")
+    assert page.locator(f'a[href="{colab}"]').count() >= 1, f"no Colab link to {colab}"
+
+    solutions = page.locator("details.hide", has_text="Show the solution")
+    assert solutions.count() >= 2
+    for i in range(solutions.count()):
+        details = solutions.nth(i)
+        details.locator("summary").click()
+        assert details.evaluate("d => d.open"), f"solution {i + 1} did not open"
+        assert details.locator("pre").first.is_visible()
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{Path(path).name}.png"), full_page=True)
+    assert not problems, problems
