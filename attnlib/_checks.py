@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def shape_str(x) -> str:
     """``(2, 5, 8)`` for an array or tensor of that shape."""
@@ -35,6 +37,30 @@ def require_float(fn: str, name: str, x) -> None:
             f"(shape {shape_str(x)}). Convert it first, e.g. {name}.astype(float) "
             f"or {name}.float()."
         )
+
+
+def require_finite(fn: str, name: str, x, allow_negative_inf: bool = False) -> None:
+    """Raise ValueError if ``x`` holds NaN or infinite values (``-inf`` may be allowed: in
+    scores it means "never attend"). Names the first offending position."""
+    values = x.detach() if hasattr(x, "detach") else x
+    if hasattr(values, "isfinite"):  # a torch tensor
+        bad = ~values.isfinite()
+        if allow_negative_inf:
+            bad &= values != float("-inf")
+        if not bool(bad.any()):
+            return
+        where = tuple(int(i) for i in bad.nonzero()[0])
+    else:
+        bad = ~np.isfinite(values)
+        if allow_negative_inf:
+            bad &= values != -np.inf
+        if not bad.any():
+            return
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+    raise ValueError(
+        f"{fn}: {name} contains NaN or infinite values (the first at index {where} of "
+        f"{name}.shape={shape_str(x)}); one such value would spread to every output it touches"
+    )
 
 
 def require_ndim(fn: str, name: str, x, at_least: int, layout: str) -> None:
@@ -100,6 +126,8 @@ def check_query_key(fn: str, q, k) -> None:
     require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
     require_float(fn, "q", q)
     require_float(fn, "k", k)
+    require_finite(fn, "q", q)
+    require_finite(fn, "k", k)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"{fn}: q and k must have the same last dimension d_k; "
@@ -113,6 +141,7 @@ def check_attention(fn: str, q, k, v, mask) -> None:
     check_query_key(fn, q, k)
     require_ndim(fn, "v", v, 2, "(..., L_k, d_v)")
     require_float(fn, "v", v)
+    require_finite(fn, "v", v)
     if v.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{fn}: v must have one row per key (L_k={k.shape[-2]}); "
@@ -130,6 +159,7 @@ def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
     require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
     for name, x in (("q", q), ("k", k), ("w_q", w_q), ("w_k", w_k), ("w", w)):
         require_float(fn, name, x)
+        require_finite(fn, name, x)
     d_q, d_k = q.shape[-1], k.shape[-1]
     hidden = w.shape[0] if w.ndim == 1 else "h"
     expected = {"w_q": (d_q, hidden), "w_k": (d_k, hidden), "w": (hidden,)}
@@ -193,6 +223,7 @@ def check_layer_input(fn: str, x, d_model: int) -> None:
     """A layer's input is ``(..., L, d_model)`` of floats."""
     require_ndim(fn, "x", x, 2, f"(..., L, d_model={d_model})")
     require_float(fn, "x", x)
+    require_finite(fn, "x", x)
     if x.shape[-1] != d_model:
         raise ValueError(
             f"{fn}: x must have shape (..., L, d_model={d_model}); got x.shape={shape_str(x)}"
@@ -232,6 +263,7 @@ def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
     for name, x in (("query", query), ("key", key), ("value", value)):
         require_ndim(fn, name, x, 2, f"(..., L, d_model={d_model})")
         require_float(fn, name, x)
+        require_finite(fn, name, x)
         if x.shape[-1] != d_model:
             raise ValueError(
                 f"{fn}: {name} must have shape (..., L, d_model={d_model}); "

@@ -48,7 +48,7 @@ __all__ = [
 def _array(name: str, x) -> np.ndarray:
     """``np.asarray(x)``, refusing things that are not numbers (a TypeError naming ``name``)."""
     array = np.asarray(x)
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biufc":  # complex gets a clearer error from require_float
         raise TypeError(f"{name} must be an array of numbers; got dtype {array.dtype}")
     return array
 
@@ -75,6 +75,9 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
     """
     x = _array("x", x)
     _checks.require_float("softmax", "x", x)
+    _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
+    if x.shape[axis] == 0:  # nothing to normalise (e.g. no keys at all)
+        return np.zeros_like(x)
     if mask is not None:
         mask = _array("mask", mask)
         _checks.check_mask("softmax", mask, x.shape)

@@ -65,13 +65,19 @@ def default_device() -> torch.device:
 
 
 def _require_tensors(fn: str, **named) -> None:
-    """Refuse arguments that are not tensors (None is allowed), naming the argument."""
-    for name, x in named.items():
-        if x is not None and not isinstance(x, torch.Tensor):
+    """Refuse arguments that are not tensors (None is allowed), or that live on different
+    devices, naming the arguments."""
+    tensors = {name: x for name, x in named.items() if x is not None}
+    for name, x in tensors.items():
+        if not isinstance(x, torch.Tensor):
             raise TypeError(
                 f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}. "
                 f"Wrap it with torch.as_tensor({name}) (or use attnlib.numpy for arrays)."
             )
+    devices = {name: x.device for name, x in tensors.items()}
+    if len(set(devices.values())) > 1:
+        where = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"{fn}: all tensors must be on one device; got {where}. Use .to(device).")
 
 
 # --------------------------------------------------------------------------- softmax, scores
@@ -91,6 +97,7 @@ def softmax(x: torch.Tensor, axis: int = -1, mask: torch.Tensor | None = None) -
     """
     _require_tensors("softmax", x=x, mask=mask)
     _checks.require_float("softmax", "x", x)
+    _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
     if mask is None:
         return torch.softmax(x, dim=axis)  # PyTorch's fused kernel subtracts the maximum too
     _checks.check_mask("softmax", mask, x.shape)

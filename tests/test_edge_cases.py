@@ -1,0 +1,167 @@
+"""Edge cases with a documented, tested result or a clear error: empty sequences, complex
+dtypes, NaN and infinity, tensors on different devices, half precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import numpy as anp
+from attnlib import torch as atorch
+
+BACKENDS = pytest.mark.parametrize("b", [anp, atorch], ids=["numpy", "torch"])
+
+
+def arrays(b, *shapes, dtype=np.float64, fill=0.0):
+    made = [np.full(shape, fill, dtype=dtype) for shape in shapes]
+    return made if b is anp else [torch.from_numpy(a) for a in made]
+
+
+# --------------------------------------------------------------------------- empty sequences
+
+
+@BACKENDS
+def test_no_keys_means_zero_output(b):
+    """L_k = 0: every query has nothing to attend to, so (as with a fully masked row) it gets
+    a zero output; the weights are an empty (L_q, 0) array."""
+    out, weights = b.attention(*arrays(b, (3, 4), (0, 4), (0, 2)))
+    assert tuple(out.shape) == (3, 2) and tuple(weights.shape) == (3, 0)
+    assert float(np.abs(np.asarray(out)).sum()) == 0.0
+
+
+@BACKENDS
+def test_no_queries_means_empty_output(b):
+    out, weights = b.attention(*arrays(b, (0, 4), (5, 4), (5, 2)))
+    assert tuple(out.shape) == (0, 2) and tuple(weights.shape) == (0, 5)
+
+
+@BACKENDS
+def test_empty_sequence_in_banded_and_linear_attention(b):
+    q, k, v = arrays(b, (2, 0, 4), (2, 0, 4), (2, 0, 3))
+    assert tuple(b.truncated_attention(q, k, v, 3).shape) == (2, 0, 3)
+    assert tuple(b.linear_attention(q, k, v, causal=True).shape) == (2, 0, 3)
+
+
+@BACKENDS
+def test_masks_need_at_least_one_position(b):
+    with pytest.raises(ValueError, match="causal_mask: length must be >= 1; got length=0"):
+        b.causal_mask(0)
+    with pytest.raises(ValueError, match="window_mask: length must be >= 1"):
+        b.window_mask(0, 1)
+
+
+# --------------------------------------------------------------------------- dtypes
+
+
+@BACKENDS
+@pytest.mark.parametrize("dtype", [np.complex128, np.int32, np.bool_])
+def test_non_float_dtypes_are_refused_by_name(b, dtype):
+    q, k, v = arrays(b, (3, 4), (3, 4), (3, 2))
+    (bad,) = arrays(b, (3, 4), dtype=dtype)
+    with pytest.raises(TypeError, match=r"attention: q must be a floating-point array"):
+        b.attention(bad, k, v)
+    with pytest.raises(TypeError, match=r"softmax: x must be a floating-point array"):
+        b.softmax(bad)
+
+
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float16, 5e-3), (torch.bfloat16, 3e-2)], ids=["fp16", "bf16"]
+)
+def test_half_precision_stays_close_to_float64(dtype, tolerance):
+    """float16 keeps about 3 decimal digits, bfloat16 about 2: the stated tolerances."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 40, 16, dtype=torch.float64) for _ in range(3))
+    mask = atorch.causal_mask(40)
+    expected, _ = atorch.attention(q, k, v, mask)
+    half = [x.to(dtype) for x in (q, k, v)]
+    for need_weights in (True, False):
+        out, _ = atorch.attention(*half, mask, need_weights=need_weights)
+        assert out.dtype == dtype
+        torch.testing.assert_close(out.double(), expected, rtol=tolerance, atol=tolerance)
+    banded = atorch.truncated_attention(*half, 5)
+    reference = atorch.truncated_attention(q, k, v, 5)
+    torch.testing.assert_close(banded.double(), reference, rtol=tolerance, atol=tolerance)
+    layer = atorch.MultiHeadAttention(16, 4, seed=0, dtype=dtype)
+    assert torch.isfinite(layer(half[0])[0]).all()
+
+
+def test_half_precision_softmax_survives_huge_logits():
+    x = torch.tensor([1e4, -1e4, 3.0], dtype=torch.float16)
+    p = atorch.softmax(x)
+    assert torch.isfinite(p).all() and p.tolist() == [1.0, 0.0, 0.0]
+
+
+# --------------------------------------------------------------------------- NaN and infinity
+
+
+@BACKENDS
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("argument", ["q", "k", "v"])
+def test_non_finite_inputs_are_refused_by_name(b, value, argument):
+    q, k, v = arrays(b, (5, 3), (5, 3), (5, 2), fill=1.0)
+    {"q": q, "k": k, "v": v}[argument][1, 1] = value
+    calls = {
+        "attention": b.attention,
+        "truncated_attention": lambda q, k, v: b.truncated_attention(q, k, v, 1),
+        "linear_attention": b.linear_attention,
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"{name}: {argument} contains NaN or infinite"):
+            call(q, k, v)
+
+
+@BACKENDS
+def test_softmax_allows_minus_infinity_but_not_nan(b):
+    (x,) = arrays(b, (3,))
+    x[0], x[1], x[2] = -np.inf, 0.0, 1.0
+    p = np.asarray(b.softmax(x))
+    np.testing.assert_allclose(p, [0.0, 0.26894142, 0.73105858], atol=1e-8)
+    x[0] = np.nan
+    with pytest.raises(ValueError, match=r"softmax: x contains NaN or infinite values .*\(0,\)"):
+        b.softmax(x)
+    x[0] = np.inf
+    with pytest.raises(ValueError, match="softmax: x contains NaN or infinite"):
+        b.softmax(x)
+
+
+@BACKENDS
+def test_layers_refuse_non_finite_inputs(b):
+    (x,) = arrays(b, (2, 5, 8), fill=0.5)
+    x[1, 3, 0] = np.nan
+    for layer in (b.SelfAttention(8, seed=0), b.MultiHeadAttention(8, 2, seed=0)):
+        with pytest.raises(ValueError, match="contains NaN or infinite values"):
+            layer(x)
+    with pytest.raises(ValueError, match=r"LayerNorm: x contains NaN .*\(1, 3, 0\)"):
+        b.LayerNorm(8)(x)
+
+
+def test_finite_inputs_never_produce_nan():
+    """Extreme but finite inputs, fully masked rows, huge scales: no NaN comes out."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((6, 4)) * 1e3
+    mask = rng.random((6, 6)) < 0.3
+    mask[2] = False
+    for scale in (None, 1e3, 1e-6):
+        out, weights = anp.attention(q, q, q, mask=mask, scale=scale)
+        assert np.isfinite(out).all() and np.isfinite(weights).all()
+        t_out, t_weights = atorch.attention(
+            *(torch.from_numpy(x) for x in (q, q, q, mask)), scale=scale
+        )
+        assert torch.isfinite(t_out).all() and torch.isfinite(t_weights).all()
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def test_tensors_on_different_devices_are_refused_by_name():
+    """The "meta" device stands in for a GPU: no data, but a different device."""
+    cpu, meta = torch.zeros(3, 4), torch.zeros(3, 4, device="meta")
+    with pytest.raises(
+        ValueError, match="attention: all tensors must be on one device; got q on cpu, k on meta"
+    ):
+        atorch.attention(cpu, meta, cpu)
+    with pytest.raises(ValueError, match="mask on meta"):
+        atorch.attention(cpu, cpu, cpu, mask=torch.ones(3, 3, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match="one device"):
+        atorch.truncated_attention(cpu, cpu, meta, 1)
