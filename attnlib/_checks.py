@@ -43,7 +43,11 @@ def require_finite(fn: str, name: str, x, allow_negative_inf: bool = False) -> N
     """Raise ValueError if ``x`` holds NaN or infinite values (``-inf`` may be allowed: in
     scores it means "never attend"). Names the first offending position."""
     values = x.detach() if hasattr(x, "detach") else x
-    if hasattr(values, "isfinite"):  # a torch tensor
+    is_array = isinstance(values, np.ndarray)
+    total = values.sum()  # one fast pass: NaN and ±inf make the sum non-finite
+    if bool(np.isfinite(total) if is_array else total.isfinite()):
+        return  # (finite values whose sum overflows are checked one by one below)
+    if not is_array:  # a torch tensor
         bad = ~values.isfinite()
         if allow_negative_inf:
             bad &= values != float("-inf")

@@ -76,11 +76,17 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
     x = _array("x", x)
     _checks.require_float("softmax", "x", x)
     _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
-    if x.shape[axis] == 0:  # nothing to normalise (e.g. no keys at all)
-        return np.zeros_like(x)
     if mask is not None:
         mask = _array("mask", mask)
         _checks.check_mask("softmax", mask, x.shape)
+    return _masked_softmax(x, axis, mask)
+
+
+def _masked_softmax(x: np.ndarray, axis: int, mask) -> np.ndarray:
+    """``softmax`` without the input checks (for callers that have checked already)."""
+    if x.shape[axis] == 0:  # nothing to normalise (e.g. no keys at all)
+        return np.zeros_like(x)
+    if mask is not None:
         x = np.where(mask, x, -np.inf)
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0.0)  # a fully masked slice: no shift
@@ -110,6 +116,11 @@ def dot_product_scores(q, k, scale=None) -> np.ndarray:
     """
     q, k = _array("q", q), _array("k", k)
     _checks.check_query_key("dot_product_scores", q, k)
+    return _scaled_scores(q, k, scale)
+
+
+def _scaled_scores(q: np.ndarray, k: np.ndarray, scale) -> np.ndarray:
+    """``dot_product_scores`` without the input checks."""
     # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
     return (q * _default_scale(scale, q.shape[-1])) @ np.swapaxes(k, -1, -2)
 
@@ -164,7 +175,7 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_attention("attention", q, k, v, mask)
-    weights = softmax(dot_product_scores(q, k, scale), mask=mask)
+    weights = _masked_softmax(_scaled_scores(q, k, scale), -1, mask)
     return weights @ v, (weights if need_weights else None)
 
 
@@ -209,7 +220,7 @@ def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> np.ndarray:
     v_blocks = _reachable_rows(_pad_rows(v[..., key_lo:key_hi, :], before, after), span, block)
     mask = _band.block_mask(chunk, block, window, length, causal)
     scores = (q_blocks @ np.swapaxes(k_blocks, -1, -2)) * scale
-    out = softmax(scores, mask=mask) @ v_blocks
+    out = _masked_softmax(scores, -1, mask) @ v_blocks
     return out.reshape(*out.shape[:-3], -1, v.shape[-1])[..., : chunk.stop - chunk.start, :]
 
 

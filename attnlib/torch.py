@@ -98,9 +98,15 @@ def softmax(x: torch.Tensor, axis: int = -1, mask: torch.Tensor | None = None) -
     _require_tensors("softmax", x=x, mask=mask)
     _checks.require_float("softmax", "x", x)
     _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
+    if mask is not None:
+        _checks.check_mask("softmax", mask, x.shape)
+    return _masked_softmax(x, axis, mask)
+
+
+def _masked_softmax(x: torch.Tensor, axis: int, mask) -> torch.Tensor:
+    """``softmax`` without the input checks (for callers that have checked already)."""
     if mask is None:
         return torch.softmax(x, dim=axis)  # PyTorch's fused kernel subtracts the maximum too
-    _checks.check_mask("softmax", mask, x.shape)
     mask = mask.expand_as(x)  # a view: now ``axis`` means the same axis in both
     attends = mask.any(dim=axis, keepdim=True)
     # A fully masked slice would be all -inf (NaN after the softmax, and NaN gradients):
@@ -127,6 +133,11 @@ def dot_product_scores(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Te
     """
     _require_tensors("dot_product_scores", q=q, k=k)
     _checks.check_query_key("dot_product_scores", q, k)
+    return _scaled_scores(q, k, scale)
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor, scale) -> torch.Tensor:
+    """``dot_product_scores`` without the input checks."""
     # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
     return (q * _default_scale(scale, q.shape[-1])) @ k.transpose(-1, -2)
 
@@ -177,7 +188,7 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     _checks.check_attention("attention", q, k, v, mask)
     if not need_weights:
         return _fused_attention(q, k, v, mask, scale), None
-    weights = softmax(dot_product_scores(q, k, scale), mask=mask)
+    weights = _masked_softmax(_scaled_scores(q, k, scale), -1, mask)
     return weights @ v, weights
 
 
