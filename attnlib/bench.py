@@ -159,9 +159,12 @@ def peak_bytes(kind: str, length: int, device: torch.device) -> int:
 
 
 def _measure_peak(kind: str, length: int, device: torch.device) -> int:
-    """Bytes the call adds at its peak: on CUDA the allocator's peak; on the CPU (Linux) the
-    resident set's high-water mark, reset just before the call, minus the size before it
+    """Bytes the call adds at its peak: on CUDA the allocator's peak; on the CPU (Linux)
+    the resident set's high-water mark, reset just before the call, minus the size before it
     (the inputs are allocated before that baseline)."""
+    # Warm up on a short sequence: one-time set-up (thread pools, kernels) is not the call's,
+    # but buffers of the measured size must not be cached and reused either.
+    band_call(kind, min(length, 128), device)()
     call = band_call(kind, length, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
