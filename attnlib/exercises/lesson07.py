@@ -1,3 +1,216 @@
 """Checkers for the exercises of lesson 07."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+# --------------------------------------------------------------------------- 07.1
+
+
+def keys_seen_reference(length: int, window: int, i: int, causal: bool = False) -> int:
+    """How many keys query ``i`` may attend to: ``|i − j| <= window``, ``0 <= j < length``
+    (and ``j <= i`` when ``causal``)."""
+    last = i if causal else min(i + window, length - 1)
+    return last - max(i - window, 0) + 1
+
+
+@exercise("07.1", "how many keys does a query see?")
+def _check_keys_seen(keys_seen) -> None:
+    rng = np.random.default_rng(701)
+    cases = [(10, 2, 5), (10, 2, 0), (10, 2, 9), (10, 2, 1), (6000, 50, 3000), (6000, 50, 0)]
+    cases += [(5, 10, 2), (1, 0, 0), (7, 0, 3), (100, 99, 0), (100, 100, 50)]
+    for _ in range(20):
+        length = int(rng.integers(1, 60))
+        cases.append((length, int(rng.integers(0, 70)), int(rng.integers(0, length))))
+    for causal in (False, True):
+        for length, window, i in cases:
+            call = f"keys_seen(length={length}, window={window}, i={i}, causal={causal})"
+            got = keys_seen(length, window, i, causal)
+            want = keys_seen_reference(length, window, i, causal)
+            if got == want:
+                continue
+            middle = 2 * window + 1 if not causal else window + 1
+            expect(
+                got != middle,
+                f"{call} returned {got}: that is the count in the middle of the sequence. "
+                "Near the edges some of those keys do not exist (j < 0 or j >= length).",
+            )
+            expect(
+                got != want - 1 and got != want - 2,
+                f"{call} returned {got}, expected {want}. The window is inclusive: |i − j| "
+                "<= window, and the query's own key j = i counts too.",
+            )
+            if causal:
+                expect(
+                    got != keys_seen_reference(length, window, i),
+                    f"{call} returned {got}: with causal=True the keys after i (j > i) are "
+                    "blocked as well.",
+                )
+            expect(False, f"{call} returned {got}, expected {want}.")
+    # The meaning, checked against the mask itself.
+    for length, window in [(9, 2), (13, 4), (4, 6)]:
+        rows = attn.window_mask(length, window).sum(axis=1)
+        got = [keys_seen(length, window, i, False) for i in range(length)]
+        expect(list(rows) == got, f"keys_seen does not match window_mask({length}, {window}).")
+
+
+# --------------------------------------------------------------------------- 07.2
+
+
+def score_bytes_reference(length: int, num_heads: int, window: int, dtype) -> tuple[int, int]:
+    """Bytes of the attention scores of one layer: all ``L × L`` pairs (dense) and only the
+    pairs inside the band (truncated), ``num_heads`` heads, entries of ``dtype``."""
+    size = np.dtype(dtype).itemsize
+    band = sum(keys_seen_reference(length, window, i) for i in range(length))
+    return num_heads * length * length * size, num_heads * band * size
+
+
+@exercise("07.2", "memory of dense and truncated scores")
+def _check_score_bytes(score_bytes) -> None:
+    cases = [
+        (6000, 8, 50, "float32"),
+        (100, 1, 2, "float32"),
+        (1000, 4, 5, "float16"),
+        (2048, 12, 64, "float64"),
+        (10, 2, 3, np.float32),
+        (7, 3, 10, "float32"),
+        (1, 1, 0, "float64"),
+        (500, 8, 0, "float16"),
+    ]
+    for length, heads, window, dtype in cases:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        call = f"score_bytes(length={length}, num_heads={heads}, window={window}, dtype={name!r})"
+        got = score_bytes(length, heads, window, dtype)
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            "Return a tuple of two numbers: (dense_bytes, truncated_bytes).",
+        )
+        dense, truncated = (int(round(float(g))) for g in got)
+        want_dense, want_truncated = score_bytes_reference(length, heads, window, dtype)
+        size = np.dtype(dtype).itemsize
+        expect(
+            dense != want_dense * 8,
+            f"{call}: dense = {dense} looks like bits. Count bytes: np.dtype(dtype).itemsize "
+            "is 4 for float32.",
+        )
+        expect(
+            dense != want_dense // heads or heads == 1,
+            f"{call}: dense = {dense} is one head's worth. Every head has its own L × L scores.",
+        )
+        expect(
+            dense == want_dense,
+            f"{call}: dense = {dense}, expected {want_dense}: num_heads · L · L · bytes per entry.",
+        )
+        no_edges = heads * length * (2 * window + 1) * size
+        expect(
+            truncated != no_edges or no_edges == want_truncated,
+            f"{call}: truncated = {truncated} gives every query 2·window + 1 keys; near the "
+            "edges (and when the window is longer than the sequence) a query sees fewer.",
+        )
+        expect(
+            truncated == want_truncated,
+            f"{call}: truncated = {truncated}, expected {want_truncated}: num_heads · (number "
+            "of pairs with |i − j| <= window) · bytes per entry.",
+        )
+
+
+# --------------------------------------------------------------------------- 07.3
+
+
+@exercise("07.3", "truncated attention for one query, with loops")
+def _check_attend_one(attend_one_truncated) -> None:
+    rng = np.random.default_rng(703)
+    cases = [(10, 4, 2, 5), (10, 4, 2, 0), (10, 4, 2, 9), (12, 3, 0, 6), (8, 5, 20, 3)]
+    cases += [(30, 6, 4, 1), (30, 6, 4, 28), (1, 3, 2, 0)]
+    for length, d, window, i in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d))
+        v = rng.normal(0.0, 1.0, (length, d + 1))
+        call = f"attend_one_truncated(q, k, v, i={i}, window={window}) with L={length}, d={d}"
+        got = np.asarray(attend_one_truncated(q.copy(), k.copy(), v.copy(), i, window), float)
+        want = attn.truncated_attention(q, k, v, window)[i]
+        expect(
+            got.shape == want.shape,
+            f"{call} has shape {got.shape}; expected one output vector of shape {want.shape}.",
+        )
+        if np.allclose(got, want, atol=1e-10):
+            continue
+        everything = attn.attention(q, k, v)[0][i]
+        unscaled = attn.attention(q, k, v, attn.window_mask(length, window), scale=1.0)[0][i]
+        narrow = attn.attention(q, k, v, attn.window_mask(length, max(window - 1, 0)))[0][i]
+        expect(
+            not np.allclose(got, everything, atol=1e-10),
+            f"{call} attends to every key; only keys with |i − j| <= window may take part.",
+        )
+        expect(
+            not np.allclose(got, unscaled, atol=1e-10),
+            f"{call}: the scores need the usual scale 1/sqrt(d), as in truncated_attention.",
+        )
+        expect(
+            window == 0 or not np.allclose(got, narrow, atol=1e-10),
+            f"{call}: the window is inclusive, |i − j| <= window: keys i − window and "
+            "i + window take part too.",
+        )
+        expect(False, f"{call} gives the wrong numbers; compare with truncated_attention(...)[i].")
+
+
+# --------------------------------------------------------------------------- 07.4
+
+
+def smallest_window_reference(offsets, num_layers: int = 1) -> int:
+    """The smallest window with which ``num_layers`` stacked truncated layers reach every
+    offset ``j − i`` in ``offsets`` (each layer reaches ``window`` further)."""
+    farthest = max(abs(int(o)) for o in offsets)
+    return math.ceil(farthest / num_layers)
+
+
+@exercise("07.4", "the smallest window that reaches")
+def _check_smallest_window(smallest_window) -> None:
+    cases = [
+        ([-3, -2, -1, 0, 1, 2, 3], 1),
+        ([-200], 1),
+        ([-200], 2),
+        ([-200], 3),
+        ([5, -2], 1),
+        ([0], 1),
+        ([0], 4),
+        ([-7, 7], 2),
+        ([-1], 5),
+        ([40, -41], 4),
+    ]
+    for offsets, layers in cases:
+        call = f"smallest_window({offsets}, num_layers={layers})"
+        got = smallest_window(list(offsets), layers)
+        want = smallest_window_reference(offsets, layers)
+        expect(
+            float(got) == int(float(got)),
+            f"{call} returned {got}: a window is a whole number of frames.",
+        )
+        got = int(float(got))
+        if got == want:
+            continue
+        farthest = max(abs(o) for o in offsets)
+        expect(
+            got != math.ceil(max(offsets) / layers),
+            f"{call} returned {got}: offsets before the frame are negative; the distance to "
+            "reach is the largest absolute value.",
+        )
+        expect(
+            got != farthest // layers,
+            f"{call} returned {got}: {layers} layers of window {got} reach only "
+            f"{layers * got} frames, less than {farthest}. Round up.",
+        )
+        expect(
+            got != farthest or layers == 1,
+            f"{call} returned {got}: with {layers} stacked layers each layer only needs to "
+            "cover part of the distance (the reach adds up).",
+        )
+        expect(
+            got * layers >= farthest,
+            f"{call} returned {got}, which does not reach {farthest} frames.",
+        )
+        expect(False, f"{call} returned {got}; a smaller window ({want}) already reaches.")

@@ -1,3 +1,267 @@
 """Checkers for the exercises of lesson 10."""
 
 from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .. import data
+from .. import numpy as attn
+from . import exercise, expect
+
+
+def _random_edges(rng: np.random.Generator, num_nodes: int, num_edges: int) -> list:
+    """``num_edges`` distinct undirected edges ``(i, j)``, ``i != j``, in random order."""
+    pairs = [(i, j) for i in range(num_nodes) for j in range(i + 1, num_nodes)]
+    chosen = rng.choice(len(pairs), size=min(num_edges, len(pairs)), replace=False)
+    edges = [pairs[k] for k in chosen]
+    # Write some edges the other way round: an undirected edge has no preferred direction.
+    return [(j, i) if rng.random() < 0.5 else (i, j) for i, j in edges]
+
+
+def _graphs(seed: int):
+    """(name, edges, num_nodes): the textbook's graph, ethanol, and random ones (some
+    disconnected, one with an isolated node)."""
+    rng = np.random.default_rng(seed)
+    example, mol = data.example_graph(), data.ethanol()
+    graphs = [
+        ("the example graph", list(example.edges), 8),
+        ("ethanol", list(mol.edges), 9),
+        ("a path of 5 nodes", [(0, 1), (1, 2), (2, 3), (3, 4)], 5),
+        ("two triangles and an isolated node", [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)], 7),
+    ]
+    for num_nodes, num_edges in ((6, 5), (10, 9), (12, 20), (9, 4)):
+        graphs.append(
+            (
+                f"a random graph ({num_nodes} nodes)",
+                _random_edges(rng, num_nodes, num_edges),
+                num_nodes,
+            )
+        )
+    return graphs
+
+
+# --------------------------------------------------------------------------- 10.1
+
+
+@exercise("10.1", "a graph mask from an edge list")
+def _check_graph_mask(graph_mask_by_hand) -> None:
+    for name, edges, n in _graphs(1001):
+        for directed in (False, True):
+            for self_loops in (True, False):
+                call = (
+                    f"graph_mask_by_hand(edges of {name}, {n}, directed={directed}, "
+                    f"self_loops={self_loops})"
+                )
+                got = np.asarray(graph_mask_by_hand(list(edges), n, directed, self_loops))
+                want = attn.graph_mask(edges, n, directed=directed, self_loops=self_loops)
+                expect(
+                    got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}."
+                )
+                expect(
+                    got.dtype == bool,
+                    f"{call} has dtype {got.dtype}; return a boolean mask (True = may attend), "
+                    "for example np.zeros((n, n), dtype=bool).",
+                )
+                if np.array_equal(got, want):
+                    continue
+                diagonal = np.diag(got)
+                expect(
+                    not self_loops or diagonal.all(),
+                    f"{call}: with self_loops=True every node may attend to itself: the diagonal "
+                    "must be True.",
+                )
+                expect(
+                    self_loops or not diagonal.any(),
+                    f"{call}: with self_loops=False the diagonal must be False (none of these "
+                    "graphs has an edge from a node to itself).",
+                )
+                expect(
+                    directed or np.array_equal(got, got.T),
+                    f"{call} is not symmetric. An undirected edge (i, j) lets i attend to j AND "
+                    "j attend to i: set both mask[i, j] and mask[j, i].",
+                )
+                expect(
+                    not (directed and np.array_equal(got, want.T)),
+                    f"{call} is transposed. A directed edge (i, j) lets i attend to j: row i "
+                    "(the query), column j (the key), so set mask[i, j].",
+                )
+                expect(
+                    not (directed and np.array_equal(got, got.T)),
+                    f"{call}: with directed=True an edge (i, j) opens only mask[i, j], not "
+                    "mask[j, i].",
+                )
+                expect(False, f"{call} has the wrong entries; compare it with attn.graph_mask.")
+
+
+# --------------------------------------------------------------------------- 10.2
+
+
+def hop_distances_reference(edges, num_nodes: int) -> np.ndarray:
+    """Fewest edges between every pair (undirected), 0 on the diagonal, -1 if unreachable."""
+    neighbours = [[] for _ in range(num_nodes)]
+    for i, j in edges:
+        neighbours[i].append(j)
+        neighbours[j].append(i)
+    dist = np.full((num_nodes, num_nodes), -1, dtype=int)
+    for source in range(num_nodes):
+        dist[source, source] = 0
+        queue = deque([source])
+        while queue:  # breadth-first search: nodes come out in order of their distance
+            node = queue.popleft()
+            for other in neighbours[node]:
+                if dist[source, other] < 0:
+                    dist[source, other] = dist[source, node] + 1
+                    queue.append(other)
+    return dist
+
+
+@exercise("10.2", "hop distances")
+def _check_hop_distances(hop_distances) -> None:
+    for name, edges, n in _graphs(1002):
+        call = f"hop_distances(edges of {name}, {n})"
+        got = np.asarray(hop_distances(list(edges), n))
+        want = hop_distances_reference(edges, n)
+        expect(got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}.")
+        expect(
+            np.issubdtype(got.dtype, np.number) and np.all(np.isfinite(got)),
+            f"{call} should contain whole numbers, with -1 (not inf or NaN) where there is no "
+            "path.",
+        )
+        if np.array_equal(got, want):
+            continue
+        expect(
+            np.all(np.diag(got) == 0),
+            f"{call}: a node is 0 hops from itself; the diagonal must be 0.",
+        )
+        reachable = want >= 0
+        expect(
+            np.all(got[~reachable] == -1) or not np.array_equal(got[reachable], want[reachable]),
+            f"{call}: where no path exists (different connected pieces) the answer is -1.",
+        )
+        expect(
+            not np.array_equal(
+                got[reachable], want[reachable] + 1 - np.eye(n, dtype=int)[reachable]
+            ),
+            f"{call} is one too large: count the edges on the path, not the nodes.",
+        )
+        expect(
+            np.array_equal(got, got.T),
+            f"{call} is not symmetric. The edges are undirected: (i, j) also connects j to i.",
+        )
+        expect(
+            np.array_equal(got[reachable], want[reachable]),
+            f"{call}: some distances are wrong. Breadth-first search from every node, or: j is "
+            "within n hops of i when (M^n)[i, j] > 0 for the graph mask M with self-loops.",
+        )
+        expect(False, f"{call} has the right distances but marks unreachable pairs wrongly (-1).")
+
+
+# --------------------------------------------------------------------------- 10.3
+
+
+def _count_hints(masked, n, num_edges, directed, self_loops) -> list[str]:
+    """The mistakes that would give ``masked`` scores (more than one when they coincide)."""
+    loops = n if self_loops else 0
+    per_edge = 1 if directed else 2
+    hints = []
+    if not directed and masked == loops + num_edges:
+        hints.append("an undirected edge gives two scores, i → j and j → i.")
+    if directed and masked == loops + 2 * num_edges:
+        hints.append("a directed edge (i, j) gives one score, i → j.")
+    if self_loops and masked == per_edge * num_edges:
+        hints.append(f"with self_loops=True each node also scores itself: add {n}.")
+    if not self_loops and masked == n + per_edge * num_edges:
+        hints.append("with self_loops=False there are no self-scores.")
+    return hints
+
+
+@exercise("10.3", "how many scores?")
+def _check_count_scores(count_scores) -> None:
+    first_wrong = None
+    for name, edges, n in _graphs(1003):
+        for directed in (False, True):
+            for self_loops in (True, False):
+                call = (
+                    f"count_scores(edges of {name}, {n}, directed={directed}, "
+                    f"self_loops={self_loops})"
+                )
+                got = count_scores(list(edges), n, directed, self_loops)
+                expect(
+                    isinstance(got, tuple) and len(got) == 2,
+                    f"{call} should return a tuple of two numbers: (with the mask, without it).",
+                )
+                masked, full = (int(v) for v in got)
+                want = int(
+                    attn.graph_mask(edges, n, directed=directed, self_loops=self_loops).sum()
+                )
+                expect(
+                    full == n * n,
+                    f"{call}: without a mask every node scores every node, itself included: "
+                    f"{n}·{n} = {n * n} scores, not {full}.",
+                )
+                if masked == want:
+                    continue
+                hints = _count_hints(masked, n, len(edges), directed, self_loops)
+                # Where two mistakes give the same number, look for a case that tells them apart.
+                expect(len(hints) != 1, f"{call} = {masked}: {hints[0] if hints else ''}")
+                first_wrong = first_wrong or f"{call} = {masked}; the graph mask has {want} Trues."
+    expect(first_wrong is None, str(first_wrong))
+
+
+# --------------------------------------------------------------------------- 10.4
+
+
+def _variants(x, edges, n, w_q, w_k, w_v):
+    """Plausible wrong outputs: (name, output, hint)."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    one_way = attn.graph_mask(edges, n, directed=True)
+    return [
+        (
+            attn.attention(q, k, v)[0],
+            "this is full attention: every node attends to every node. Score only the "
+            "neighbours (and the node itself).",
+        ),
+        (
+            attn.attention(q, k, v, mask=attn.graph_mask(edges, n, self_loops=False))[0],
+            "each node should also attend to itself (a self-loop), as attn.graph_mask does by "
+            "default; here a node with no neighbours should return its own value, not zeros.",
+        ),
+        (
+            attn.attention(q, k, v, mask=one_way)[0],
+            "the edges are undirected: edge (i, j) lets i attend to j and j attend to i.",
+        ),
+        (
+            attn.attention(q, k, v, mask=attn.graph_mask(edges, n), scale=1.0)[0],
+            "divide the scores q_i · k_j by sqrt(d_k) before the softmax.",
+        ),
+    ]
+
+
+@exercise("10.4", "one message-passing step")
+def _check_message_passing(message_passing) -> None:
+    rng = np.random.default_rng(1004)
+    for name, edges, n in _graphs(1004):
+        d_model, d_k, d_v = 4, 3, 2
+        x = rng.normal(0.0, 1.0, (n, d_model))
+        w_q, w_k, w_v = (rng.normal(0.0, 1.0, (d_model, d)) for d in (d_k, d_k, d_v))
+        call = f"message_passing on {name}"
+        got = np.asarray(
+            message_passing(x.copy(), list(edges), w_q.copy(), w_k.copy(), w_v.copy()),
+            dtype=float,
+        )
+        want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(edges, n))[0]
+        expect(
+            got.shape == want.shape,
+            f"{call} returned shape {got.shape}; expected (num_nodes, d_v) = {want.shape}.",
+        )
+        if np.allclose(got, want, atol=1e-10):
+            continue
+        for wrong, hint in _variants(x, edges, n, w_q, w_k, w_v):
+            expect(not np.allclose(got, wrong, atol=1e-10), f"{call}: {hint}")
+        expect(
+            False,
+            f"{call} gives the wrong numbers. For each node i: scores q_i · k_j / sqrt(d_k) for j "
+            "in its neighbourhood (with i itself), softmax over those, then sum alpha_ij v_j.",
+        )

@@ -1,0 +1,156 @@
+"""The checkers of lesson 07: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attnlib import numpy as attn
+from attnlib.exercises import check
+from attnlib.exercises.lesson07 import keys_seen_reference, score_bytes_reference
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def keys_seen(length, window, i, causal=False):
+    first = max(i - window, 0)
+    last = i if causal else min(i + window, length - 1)
+    return last - first + 1
+
+
+def score_bytes(length, num_heads, window, dtype):
+    size = np.dtype(dtype).itemsize
+    band = sum(keys_seen(length, window, i) for i in range(length))
+    return num_heads * length * length * size, num_heads * band * size
+
+
+def attend_one_truncated(q, k, v, i, window):
+    keys = [j for j in range(len(k)) if abs(i - j) <= window]
+    scores = [float(q[i] @ k[j]) / math.sqrt(q.shape[1]) for j in keys]
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    return sum(e / sum(exps) * v[j] for e, j in zip(exps, keys))
+
+
+def smallest_window(offsets, num_layers=1):
+    return math.ceil(max(abs(o) for o in offsets) / num_layers)
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def keys_no_edges(length, window, i, causal=False):
+    return window + 1 if causal else 2 * window + 1
+
+
+def keys_exclusive(length, window, i, causal=False):
+    return keys_seen(length, window, i, causal) - 1
+
+
+def keys_ignore_causal(length, window, i, causal=False):
+    return keys_seen(length, window, i)
+
+
+def bytes_in_bits(length, num_heads, window, dtype):
+    dense, truncated = score_bytes(length, num_heads, window, dtype)
+    return 8 * dense, 8 * truncated
+
+
+def bytes_one_head(length, num_heads, window, dtype):
+    return score_bytes(length, 1, window, dtype)
+
+
+def bytes_no_edges(length, num_heads, window, dtype):
+    size = np.dtype(dtype).itemsize
+    return num_heads * length**2 * size, num_heads * length * (2 * window + 1) * size
+
+
+def attend_all_keys(q, k, v, i, window):
+    return attn.attention(q, k, v)[0][i]
+
+
+def attend_unscaled(q, k, v, i, window):
+    return attn.attention(q, k, v, attn.window_mask(len(q), window), scale=1.0)[0][i]
+
+
+def attend_exclusive(q, k, v, i, window):
+    keys = [j for j in range(len(k)) if abs(i - j) < window] or [i]
+    scores = np.array([q[i] @ k[j] for j in keys]) / math.sqrt(q.shape[1])
+    weights = np.exp(scores - scores.max())
+    return (weights / weights.sum()) @ v[keys]
+
+
+def window_floor(offsets, num_layers=1):
+    return max(abs(o) for o in offsets) // num_layers
+
+
+def window_no_abs(offsets, num_layers=1):
+    return math.ceil(max(offsets) / num_layers)
+
+
+def window_ignores_layers(offsets, num_layers=1):
+    return max(abs(o) for o in offsets)
+
+
+CORRECT = {
+    "07.1": keys_seen,
+    "07.2": score_bytes,
+    "07.3": attend_one_truncated,
+    "07.4": smallest_window,
+}
+
+WRONG = [
+    ("07.1", keys_no_edges, "edges"),
+    ("07.1", keys_exclusive, "inclusive"),
+    ("07.1", keys_ignore_causal, "causal=True"),
+    ("07.2", bytes_in_bits, "bits"),
+    ("07.2", bytes_one_head, "one head"),
+    ("07.2", bytes_no_edges, "near the edges"),
+    ("07.2", lambda *args: 42, "tuple of two"),
+    ("07.3", attend_all_keys, "every key"),
+    ("07.3", attend_unscaled, "1/sqrt(d)"),
+    ("07.3", attend_exclusive, "inclusive"),
+    ("07.4", window_floor, "Round up"),
+    ("07.4", window_no_abs, "absolute value"),
+    ("07.4", window_ignores_layers, "stacked layers"),
+    ("07.4", lambda offsets, num_layers=1: 2.5, "whole number"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+@pytest.mark.parametrize(("length", "window"), [(1, 0), (9, 2), (33, 5), (20, 40)])
+def test_references_count_what_the_mask_allows(length, window):
+    mask = attn.window_mask(length, window)
+    causal = mask & attn.causal_mask(length)
+    for i in range(length):
+        assert keys_seen_reference(length, window, i) == mask[i].sum()
+        assert keys_seen_reference(length, window, i, causal=True) == causal[i].sum()
+    dense, truncated = score_bytes_reference(length, 3, window, "float32")
+    assert dense == 3 * mask.size * 4 and truncated == 3 * mask.sum() * 4

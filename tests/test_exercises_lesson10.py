@@ -1,0 +1,214 @@
+"""The checkers of lesson 10: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from attnlib import data
+from attnlib import numpy as attn
+from attnlib.exercises import check
+from attnlib.exercises.lesson10 import hop_distances_reference
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def graph_mask_by_hand(edges, num_nodes, directed=False, self_loops=True):
+    mask = np.zeros((num_nodes, num_nodes), dtype=bool)
+    for i, j in edges:
+        mask[i, j] = True
+        if not directed:
+            mask[j, i] = True
+    if self_loops:
+        mask[np.arange(num_nodes), np.arange(num_nodes)] = True
+    return mask
+
+
+def hop_distances(edges, num_nodes):
+    neighbours = {i: set() for i in range(num_nodes)}
+    for i, j in edges:
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    dist = -np.ones((num_nodes, num_nodes), dtype=int)
+    for source in range(num_nodes):
+        dist[source, source] = 0
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for other in neighbours[node]:
+                if dist[source, other] == -1:
+                    dist[source, other] = dist[source, node] + 1
+                    frontier.append(other)
+    return dist
+
+
+def hop_distances_by_powers(edges, num_nodes):
+    mask = attn.graph_mask(edges, num_nodes).astype(int) if edges else np.eye(num_nodes, dtype=int)
+    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
+    reach = np.eye(num_nodes, dtype=int)
+    for hops in range(1, num_nodes):
+        reach = np.minimum(reach @ mask, 1)
+        dist[(dist == -1) & (reach > 0)] = hops
+    return dist
+
+
+def count_scores(edges, num_nodes, directed=False, self_loops=True):
+    per_edge = 1 if directed else 2
+    return per_edge * len(edges) + (num_nodes if self_loops else 0), num_nodes * num_nodes
+
+
+def message_passing(x, edges, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    neighbours = [{i} for i in range(len(x))]
+    for i, j in edges:
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    out = np.zeros((len(x), v.shape[1]))
+    for i, around in enumerate(neighbours):
+        around = sorted(around)
+        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
+        weights = np.exp(scores - scores.max())
+        out[i] = (weights / weights.sum()) @ v[around]
+    return out
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def mask_one_way(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, True, self_loops)
+
+
+def mask_no_self_loops(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, False)
+
+
+def mask_transposed(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).T.copy()
+
+
+def mask_as_int(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).astype(int)
+
+
+def distances_counting_nodes(edges, num_nodes):
+    dist = hop_distances(edges, num_nodes)
+    return np.where(dist > 0, dist + 1, dist)
+
+
+def distances_zero_if_unreachable(edges, num_nodes):
+    return np.maximum(hop_distances(edges, num_nodes), 0)
+
+
+def distances_inf_if_unreachable(edges, num_nodes):
+    return np.where(hop_distances(edges, num_nodes) < 0, np.inf, hop_distances(edges, num_nodes))
+
+
+def distances_directed(edges, num_nodes):
+    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
+    for source in range(num_nodes):
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for i, j in edges:
+                if i == node and dist[source, j] == -1:
+                    dist[source, j] = dist[source, node] + 1
+                    frontier.append(j)
+    return dist
+
+
+def count_one_direction(edges, num_nodes, directed=False, self_loops=True):
+    return len(edges) + (num_nodes if self_loops else 0), num_nodes * num_nodes
+
+
+def count_without_self_loops(edges, num_nodes, directed=False, self_loops=True):
+    return (1 if directed else 2) * len(edges), num_nodes * num_nodes
+
+
+def count_full_without_diagonal(edges, num_nodes, directed=False, self_loops=True):
+    return count_scores(edges, num_nodes, directed, self_loops)[0], num_nodes * (num_nodes - 1)
+
+
+def passing_full(x, edges, w_q, w_k, w_v):
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v)[0]
+
+
+def passing_without_self(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x), self_loops=False)
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+
+
+def passing_one_way(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x), directed=True)
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+
+
+def passing_unscaled(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x))
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=1.0)[0]
+
+
+CORRECT = {
+    "10.1": graph_mask_by_hand,
+    "10.2": hop_distances,
+    "10.3": count_scores,
+    "10.4": message_passing,
+}
+
+WRONG = [
+    ("10.1", mask_one_way, "not symmetric"),
+    ("10.1", mask_no_self_loops, "diagonal must be True"),
+    ("10.1", mask_transposed, "transposed"),
+    ("10.1", mask_as_int, "boolean"),
+    ("10.2", distances_counting_nodes, "one too large"),
+    ("10.2", distances_zero_if_unreachable, "-1"),
+    ("10.2", distances_inf_if_unreachable, "-1 (not inf"),
+    ("10.2", distances_directed, "not symmetric"),
+    ("10.3", count_one_direction, "two scores"),
+    ("10.3", count_without_self_loops, "also scores itself"),
+    ("10.3", count_full_without_diagonal, "itself included"),
+    ("10.3", lambda *args: 24, "tuple of two"),
+    ("10.4", passing_full, "full attention"),
+    ("10.4", passing_without_self, "attend to itself"),
+    ("10.4", passing_one_way, "undirected"),
+    ("10.4", passing_unscaled, "sqrt(d_k)"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+def test_matrix_powers_solve_10_2_too():
+    assert bool(check("10.2", hop_distances_by_powers))
+
+
+def test_distance_reference_on_the_textbook_graph():
+    graph = data.example_graph()
+    dist = hop_distances_reference(graph.edges, 8)
+    assert dist[0].tolist() == [0, 5, 4, 3, 1, 1, 2, 1]  # from node 1; node 2 is 5 hops away
+    assert dist.max() == 6  # the diameter: nodes 2 and 5 (or 6)
