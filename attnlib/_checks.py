@@ -302,3 +302,15 @@ def check_truncated(fn: str, q, k, v, window) -> None:
     check_attention(fn, q, k, v, None)
     check_same_length(fn, q, k)
     require_positive_int(fn, "window", window, allow_zero=True)
+
+
+def check_projection(fn: str, name: str, projection, length: int) -> None:
+    """A low-rank projection is ``(rank, L_k)`` floats: it mixes ``L_k`` keys into ``rank`` rows."""
+    require_ndim(fn, name, projection, 2, f"(rank, L_k={length})")
+    require_float(fn, name, projection)
+    require_finite(fn, name, projection)
+    if projection.ndim != 2 or projection.shape[-1] != length:
+        raise ValueError(
+            f"{fn}: {name} must have shape (rank, L_k={length}); "
+            f"got {name}.shape={shape_str(projection)}"
+        )

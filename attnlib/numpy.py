@@ -29,6 +29,7 @@ __all__ = [
     "elu_feature_map",
     "linear_attention",
     "linear_attention_recurrent",
+    "low_rank_attention",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -313,6 +314,34 @@ def linear_attention_recurrent(q, k, v) -> np.ndarray:
         numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
         outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(axis=-1, keepdims=True))
     return np.stack(outputs, axis=-2)
+
+
+def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
+    r"""Low-rank (Linformer-style) attention: the ``L_k`` keys and values are first mixed down
+    to ``rank`` rows by fixed (or learned) projections, then ordinary attention runs on those.
+
+    .. math:: \operatorname{softmax}\!\left(s\,Q (E K)^\top\right) (F V), \qquad
+              E, F \in \mathbb{R}^{\text{rank} \times L_k}
+
+    Cost ``O(L_q·rank·d)`` instead of ``O(L_q·L_k·d)``; an approximation of ``attention`` that
+    works when the attention matrix is close to low rank. ``projection_v`` defaults to
+    ``projection_k`` (shared, as in Linformer's cheapest variant). Shapes: ``q``
+    ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``, projections
+    ``(rank, L_k)`` → ``(output (..., L_q, d_v), weights (..., L_q, rank))``.
+
+    >>> x = np.eye(4)
+    >>> out, w = low_rank_attention(x, x, x, np.eye(4))   # the identity projection: exact
+    >>> np.allclose(out, attention(x, x, x)[0])
+    True
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    projection_k = _array("projection_k", projection_k)
+    projection_v = projection_k if projection_v is None else _array("projection_v", projection_v)
+    _checks.check_attention("low_rank_attention", q, k, v, None)
+    _checks.check_projection("low_rank_attention", "projection_k", projection_k, k.shape[-2])
+    _checks.check_projection("low_rank_attention", "projection_v", projection_v, k.shape[-2])
+    weights = _masked_softmax(_scaled_scores(q, projection_k @ k, scale), -1, None)
+    return weights @ (projection_v @ v), weights
 
 
 # --------------------------------------------------------------------------- masks

@@ -34,6 +34,7 @@ __all__ = [
     "elu_feature_map",
     "linear_attention",
     "linear_attention_recurrent",
+    "low_rank_attention",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -322,6 +323,28 @@ def linear_attention_recurrent(q, k, v) -> torch.Tensor:
         numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
         outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(dim=-1, keepdim=True))
     return torch.stack(outputs, dim=-2)
+
+
+def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
+    r"""Low-rank (Linformer-style) attention; as ``attnlib.numpy.low_rank_attention``.
+
+    .. math:: \operatorname{softmax}\!\left(s\,Q (E K)^\top\right) (F V), \qquad
+              E, F \in \mathbb{R}^{\text{rank} \times L_k}
+
+    >>> x = torch.eye(4)
+    >>> out, w = low_rank_attention(x, x, x, torch.eye(4))
+    >>> torch.allclose(out, attention(x, x, x)[0])
+    True
+    """
+    projection_v = projection_k if projection_v is None else projection_v
+    _require_tensors(
+        "low_rank_attention", q=q, k=k, v=v, projection_k=projection_k, projection_v=projection_v
+    )
+    _checks.check_attention("low_rank_attention", q, k, v, None)
+    _checks.check_projection("low_rank_attention", "projection_k", projection_k, k.shape[-2])
+    _checks.check_projection("low_rank_attention", "projection_v", projection_v, k.shape[-2])
+    weights = _masked_softmax(_scaled_scores(q, projection_k @ k, scale), -1, None)
+    return weights @ (projection_v @ v), weights
 
 
 # --------------------------------------------------------------------------- masks
