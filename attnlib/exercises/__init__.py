@@ -108,4 +108,6 @@ from . import (  # noqa: E402, F401
     lesson08,
     lesson09,
     lesson10,
+    lesson11,
+    lesson12,
 )
