@@ -1,3 +1,211 @@
 """Checkers for the exercises of lesson 09."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+# --------------------------------------------------------------------------- 09.1
+
+
+def rnn_attention_costs_reference(length: int, d: int) -> tuple[int, int, int, int]:
+    """(RNN sequential steps, RNN multiply-adds, attention steps, attention multiply-adds).
+
+    An Elman RNN layer with input and hidden width ``d``: one step per position, each with
+    ``x_t W_x`` and ``h_{t-1} W_h`` (2·d² multiply-adds). Attention ``softmax(QKᵀ)V`` on ``Q``,
+    ``K``, ``V`` of shape ``(L, d)``: one step, ``L·L·d`` for the scores and ``L·L·d`` for the
+    weighted sum. Biases, tanh, scaling and softmax are not counted.
+    """
+    return length, 2 * length * d * d, 1, 2 * length * length * d
+
+
+@exercise("09.1", "sequential steps and multiply-adds")
+def _check_costs(rnn_attention_costs) -> None:
+    rng = np.random.default_rng(901)
+    cases = [(5, 3), (128, 64), (10, 10), (1, 4), (4096, 64)]
+    cases += [(int(n), int(d)) for n, d in zip(rng.integers(2, 300, 3), rng.integers(2, 100, 3))]
+    for length, d in cases:
+        call = f"rnn_attention_costs(L={length}, d={d})"
+        got = rnn_attention_costs(length, d)
+        expect(
+            isinstance(got, (tuple, list)) and len(got) == 4,
+            "Return a tuple of four numbers: (rnn_steps, rnn_madds, attention_steps, "
+            "attention_madds).",
+        )
+        rnn_steps, rnn_madds, att_steps, att_madds = (int(round(float(g))) for g in got)
+        want = rnn_attention_costs_reference(length, d)
+        expect(
+            rnn_steps == want[0],
+            f"{call}: rnn_steps = {rnn_steps}, expected {want[0]}. Every position is one step, "
+            "and step t needs h_(t-1) from the step before: none of them can run together.",
+        )
+        expect(
+            att_steps == want[2],
+            f"{call}: attention_steps = {att_steps}, expected {want[2]}. No output of "
+            "attention waits for another output: all L of them are computed in one step.",
+        )
+        expect(
+            rnn_madds != 2 * want[1],
+            f"{call}: rnn_madds is twice the expected value. Count one per multiply-add "
+            "(FLOP counters count two: a multiplication and an addition).",
+        )
+        expect(
+            rnn_madds != want[1] // 2,
+            f"{call}: rnn_madds is half the expected value. Each step multiplies by two d × d "
+            "matrices: the input x_t by W_x and the previous state h_(t-1) by W_h.",
+        )
+        expect(
+            rnn_madds == want[1],
+            f"{call}: rnn_madds = {rnn_madds}, expected {want[1]}. A vector of width d times a "
+            "d × d matrix is d·d multiply-adds; there are two such products per step, L steps.",
+        )
+        expect(
+            att_madds != 2 * want[3],
+            f"{call}: attention_madds is twice the expected value. Count one per multiply-add "
+            "(FLOP counters count two).",
+        )
+        expect(
+            att_madds != want[3] // 2,
+            f"{call}: attention_madds is half the expected value. There are two matrix products: "
+            "the scores Q Kᵀ and the weighted sum A V, each L·L·d multiply-adds.",
+        )
+        expect(
+            att_madds == want[3],
+            f"{call}: attention_madds = {att_madds}, expected {want[3]}. Q Kᵀ is (L, d) times "
+            "(d, L): L·L·d multiply-adds; A V is (L, L) times (L, d): L·L·d more.",
+        )
+
+
+# --------------------------------------------------------------------------- 09.2
+
+
+def _run_steps(step, q, k, v):
+    """Feed the tokens one at a time to ``step``; return the outputs and the final state."""
+    d_k, d_v = k.shape[-1], v.shape[-1]
+    state, normaliser = np.zeros((d_k, d_v)), np.zeros(d_k)
+    outputs = []
+    for i in range(q.shape[0]):
+        result = step(state.copy(), normaliser.copy(), q[i].copy(), k[i].copy(), v[i].copy())
+        expect(
+            isinstance(result, (tuple, list)) and len(result) == 3,
+            "Return three things: (state, normaliser, y).",
+        )
+        state, normaliser, y = (np.asarray(r, dtype=float) for r in result)
+        expect(
+            state.shape == (d_k, d_v),
+            f"The state has shape {state.shape}; it must keep the shape (d_k, d_v) = "
+            f"{(d_k, d_v)}: add the outer product φ(k) vᵀ, np.outer(phi_k, v).",
+        )
+        expect(
+            normaliser.shape == (d_k,),
+            f"The normaliser has shape {normaliser.shape}; it must keep the shape (d_k,) = "
+            f"({d_k},): add φ(k).",
+        )
+        expect(y.shape == (d_v,), f"y has shape {y.shape}; expected (d_v,) = ({d_v},).")
+        outputs.append(y)
+    return np.stack(outputs), state, normaliser
+
+
+def _step_variant(phi=True, output_first=False, normalise=True):
+    """Plausible wrong versions of one step, to recognise the learner's mistake."""
+
+    def step(state, normaliser, q, k, v):
+        fq, fk = (attn.elu_feature_map(q), attn.elu_feature_map(k)) if phi else (q, k)
+        if output_first:
+            y = (fq @ state) / max(fq @ normaliser, 1e-300) if normalise else fq @ state
+        state, normaliser = state + np.outer(fk, v), normaliser + fk
+        if not output_first:
+            y = (fq @ state) / (fq @ normaliser) if normalise else fq @ state
+        return state, normaliser, y
+
+    return step
+
+
+@exercise("09.2", "one step of linear attention")
+def _check_linear_attention_step(linear_attention_step) -> None:
+    rng = np.random.default_rng(902)
+    for length, d_k, d_v in [(5, 3, 2), (8, 4, 4), (6, 2, 5), (1, 2, 2)]:
+        q, k, v = (rng.normal(0.0, 1.0, (length, d)) for d in (d_k, d_k, d_v))
+        got, state, normaliser = _run_steps(linear_attention_step, q, k, v)
+        want = attn.linear_attention_recurrent(q, k, v)
+        what = f"On {length} tokens with d_k={d_k}, d_v={d_v}"
+        if np.allclose(got, want, atol=1e-10):
+            phi_k = attn.elu_feature_map(k)
+            expect(
+                np.allclose(state, phi_k.T @ v) and np.allclose(normaliser, phi_k.sum(0)),
+                f"{what} the outputs are right, but the final state is not Σ_j φ(k_j) v_jᵀ "
+                "(or the normaliser not Σ_j φ(k_j)): return the updated state and normaliser.",
+            )
+            continue
+        with np.errstate(all="ignore"):
+            mistakes = [
+                (
+                    _step_variant(phi=False),
+                    "q and k go through the feature map first: φ = attn.elu_feature_map.",
+                ),
+                (
+                    _step_variant(output_first=True),
+                    "compute y after adding token i to the state: causal attention lets "
+                    "token i attend to itself (j ≤ i).",
+                ),
+                (
+                    _step_variant(normalise=False),
+                    "y must be divided by the normaliser φ(q)·z, so that the weights sum to 1.",
+                ),
+            ]
+            for variant, hint in mistakes:
+                wrong, _, _ = _run_steps(variant, q, k, v)
+                expect(not np.allclose(got, wrong, atol=1e-10, equal_nan=True), f"{what}: {hint}")
+        expect(
+            False,
+            f"{what} your outputs differ from attn.linear_attention_recurrent. The step is "
+            "S ← S + φ(k) vᵀ, z ← z + φ(k), y = φ(q)ᵀS / φ(q)ᵀz.",
+        )
+
+
+# --------------------------------------------------------------------------- 09.3
+
+
+MODELS = ("rnn", "bidirectional rnn", "self-attention", "causal self-attention")
+
+
+def path_length_reference(model: str, i: int, j: int):
+    """Cells or layers the information passes through from input ``i`` to output ``j``."""
+    if model == "rnn":
+        return j - i + 1 if i <= j else None
+    if model == "bidirectional rnn":
+        return abs(j - i) + 1
+    if model == "self-attention":
+        return 1
+    return 1 if i <= j else None
+
+
+@exercise("09.3", "path lengths")
+def _check_path_length(path_length) -> None:
+    hints = {
+        "rnn": "input i enters cell i and is carried through cells i+1, …, j: that is "
+        "j − i + 1 cells; an output j < i has not read input i yet (None).",
+        "bidirectional rnn": "the forward RNN carries input i to the right (j − i + 1 cells), "
+        "the backward RNN to the left (i − j + 1 cells); output j has both.",
+        "self-attention": "one attention layer connects every output to every input "
+        "directly, whatever the distance.",
+        "causal self-attention": "the causal mask lets output j attend to the inputs i ≤ j, "
+        "directly; the inputs after j are out of reach (None).",
+    }
+    for model in MODELS:
+        for i in range(7):
+            for j in range(7):
+                got, want = path_length(model, i, j), path_length_reference(model, i, j)
+                call = f'path_length("{model}", i={i}, j={j})'
+                if want is None:
+                    expect(
+                        got is None,
+                        f"{call} returned {got!r}, expected None. {hints[model]}",
+                    )
+                    continue
+                expect(
+                    got is not None and int(got) == want,
+                    f"{call} returned {got!r}, expected {want}. {hints[model]}",
+                )

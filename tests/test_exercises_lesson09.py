@@ -1,0 +1,205 @@
+"""The checkers of lesson 09: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from attnlib import numpy as attn
+from attnlib.exercises import check
+from attnlib.exercises.lesson09 import path_length_reference, rnn_attention_costs_reference
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def rnn_attention_costs(length, d):
+    return length, length * 2 * d * d, 1, 2 * length * length * d
+
+
+def linear_attention_step(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    state = state + np.outer(phi_k, v)
+    normaliser = normaliser + phi_k
+    return state, normaliser, (phi_q @ state) / (phi_q @ normaliser)
+
+
+def path_length(model, i, j):
+    if model == "rnn":
+        return j - i + 1 if j >= i else None
+    if model == "bidirectional rnn":
+        return abs(i - j) + 1
+    if model == "self-attention":
+        return 1
+    return 1 if j >= i else None
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def costs_flops(length, d):
+    s, m, a, n = rnn_attention_costs(length, d)
+    return s, 2 * m, a, 2 * n
+
+
+def costs_one_matrix(length, d):
+    s, m, a, n = rnn_attention_costs(length, d)
+    return s, m // 2, a, n
+
+
+def costs_rnn_parallel(length, d):
+    _, m, a, n = rnn_attention_costs(length, d)
+    return 1, m, a, n
+
+
+def costs_attention_steps_l(length, d):
+    s, m, _, n = rnn_attention_costs(length, d)
+    return s, m, length, n
+
+
+def costs_scores_only(length, d):
+    s, m, a, n = rnn_attention_costs(length, d)
+    return s, m, a, n // 2
+
+
+def costs_attention_flops(length, d):
+    s, m, a, n = rnn_attention_costs(length, d)
+    return s, m, a, 2 * n
+
+
+def step_no_feature_map(state, normaliser, q, k, v):
+    state = state + np.outer(k, v)
+    normaliser = normaliser + k
+    return state, normaliser, (q @ state) / (q @ normaliser)
+
+
+def step_output_before_update(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    y = (phi_q @ state) / max(phi_q @ normaliser, 1e-300)
+    return state + np.outer(phi_k, v), normaliser + phi_k, y
+
+
+def step_not_normalised(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    state = state + np.outer(phi_k, v)
+    return state, normaliser + phi_k, phi_q @ state
+
+
+def step_state_not_returned(state, normaliser, q, k, v):
+    _, _, y = linear_attention_step(state.copy(), normaliser.copy(), q, k, v)
+    # updates a copy in place for the output, but returns the old state: the next steps are wrong
+    return state, normaliser, y
+
+
+def step_transposed_state(state, normaliser, q, k, v):
+    new_state, new_normaliser, y = linear_attention_step(state, normaliser, q, k, v)
+    return new_state.T, new_normaliser, y
+
+
+def path_off_by_one(model, i, j):
+    got = path_length(model, i, j)
+    return None if got is None else (got - 1 if model in ("rnn", "bidirectional rnn") else got)
+
+
+def path_rnn_sees_right(model, i, j):
+    return abs(j - i) + 1 if model == "rnn" else path_length(model, i, j)
+
+
+def path_attention_distance(model, i, j):
+    if model == "self-attention":
+        return abs(j - i) + 1
+    return path_length(model, i, j)
+
+
+def path_causal_sees_all(model, i, j):
+    return 1 if model == "causal self-attention" else path_length(model, i, j)
+
+
+CORRECT = {
+    "09.1": rnn_attention_costs,
+    "09.2": linear_attention_step,
+    "09.3": path_length,
+}
+
+WRONG = [
+    ("09.1", costs_flops, "FLOP counters count two"),
+    ("09.1", costs_one_matrix, "two d × d"),
+    ("09.1", costs_rnn_parallel, "needs h_(t-1)"),
+    ("09.1", costs_attention_steps_l, "in one step"),
+    ("09.1", costs_scores_only, "two matrix products"),
+    ("09.1", costs_attention_flops, "twice the expected"),
+    ("09.1", lambda length, d: 7, "tuple of four"),
+    ("09.2", step_no_feature_map, "feature map"),
+    ("09.2", step_output_before_update, "after adding token i"),
+    ("09.2", step_not_normalised, "normaliser"),
+    ("09.2", step_state_not_returned, "differ from attn.linear_attention_recurrent"),
+    ("09.2", step_transposed_state, "(d_k, d_v)"),
+    ("09.2", lambda s, z, q, k, v: q, "three things"),
+    ("09.3", path_off_by_one, "j − i + 1"),
+    ("09.3", path_rnn_sees_right, "has not read input i yet"),
+    ("09.3", path_attention_distance, "whatever the distance"),
+    ("09.3", path_causal_sees_all, "out of reach"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+@pytest.mark.parametrize(("length", "d"), [(5, 3), (16, 8), (33, 12)])
+def test_cost_reference_counts_what_pytorch_computes(length, d):
+    rnn = torch.nn.RNN(d, d, batch_first=True)
+    x = torch.randn(1, length, d)
+    steps, rnn_madds, _, attention_madds = rnn_attention_costs_reference(length, d)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        rnn(x)
+    assert counter.get_total_flops() == 2 * rnn_madds  # a FLOP counter counts 2 per multiply-add
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        F.scaled_dot_product_attention(x, x, x)
+    assert counter.get_total_flops() == 2 * attention_madds
+    assert steps == length
+
+
+def test_path_length_reference_matches_what_changes():
+    """Changing input i moves output j of a one-layer model exactly where a path exists."""
+    torch.manual_seed(0)
+    length, d = 6, 4
+    x = torch.randn(1, length, d, dtype=torch.float64)
+    models = {
+        "rnn": torch.nn.RNN(d, d, batch_first=True, dtype=torch.float64),
+        "bidirectional rnn": torch.nn.RNN(
+            d, d, batch_first=True, bidirectional=True, dtype=torch.float64
+        ),
+    }
+    for name, model in models.items():
+        for i in range(length):
+            changed = x.clone()
+            changed[0, i] += 1.0
+            with torch.no_grad():
+                moved = (model(changed)[0] - model(x)[0]).abs().amax(-1)[0] > 0
+            reachable = [path_length_reference(name, i, j) is not None for j in range(length)]
+            assert moved.tolist() == reachable
