@@ -624,6 +624,7 @@ class LayerNorm:
         return norm
 
     def __call__(self, x):
+        """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         x = _array("x", x)
         _checks.check_layer_input("LayerNorm", x, len(self.weight))
         centred = x - x.mean(axis=-1, keepdims=True)
@@ -672,6 +673,7 @@ class FeedForward:
         return ffn
 
     def __call__(self, x):
+        """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         x = _array("x", x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
         return _activation(self.activation, x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2

@@ -626,6 +626,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.weight = nn.Parameter(weight.to(device))
 
     def forward(self, length: int) -> torch.Tensor:
+        """The position vectors of positions ``0 … length − 1``, ``(length, d_model)``."""
         _checks.require_positive_int("LearnedPositionalEmbedding", "length", length)
         max_len = self.weight.shape[0]
         if length > max_len:
@@ -662,6 +663,7 @@ class LayerNorm(nn.LayerNorm):
         return norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         _require_tensors("LayerNorm", x=x)
         _checks.check_layer_input("LayerNorm", x, self.normalized_shape[-1])
         return super().forward(x)
@@ -709,6 +711,7 @@ class FeedForward(nn.Module):
         return ffn
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         _require_tensors("FeedForward", x=x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
         act = F.relu if self.activation == "relu" else F.gelu
@@ -765,6 +768,7 @@ class TransformerEncoderBlock(nn.Module):
         return block
 
     def forward(self, x: torch.Tensor, mask=None):
+        """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
         if self.norm_first:
             attended, weights = self.self_attention(self.norm1(x), mask=mask)
             x = x + attended
@@ -827,6 +831,7 @@ class TransformerDecoderBlock(nn.Module):
         return block
 
     def forward(self, x, memory, mask=None, memory_mask=None, causal: bool = True):
+        """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
         _require_tensors("TransformerDecoderBlock", x=x, memory=memory)
         if causal:
             future = causal_mask(x.shape[-2], device=x.device)
