@@ -243,7 +243,11 @@ def check_multihead_dims(fn: str, d_model, num_heads, d_k, d_v) -> tuple[int, in
             f"{fn}: d_model={d_model} is not divisible by num_heads={num_heads}; "
             f"choose another num_heads or give the per-head sizes d_k and d_v"
         )
-    return check_layer_dims(fn, d_model // num_heads, d_k, d_v)
+    head = d_model // num_heads
+    d_k, d_v = (head if d_k is None else d_k), (head if d_v is None else d_v)
+    for name, value in (("d_k", d_k), ("d_v", d_v)):
+        require_positive_int(fn, name, value)
+    return d_k, d_v
 
 
 def check_split_heads(fn: str, x, num_heads: int) -> None:

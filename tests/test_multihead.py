@@ -140,6 +140,15 @@ def test_parameter_count_does_not_depend_on_heads():
     assert set(counts.values()) == {4 * 64 * 64}
 
 
+def test_more_heads_than_features_with_explicit_head_sizes():
+    """Nine heads of width 1 on 3 features (lesson 08's convolution): allowed when d_k and
+    d_v are given, even though d_model // num_heads is 0."""
+    layer = anp.MultiHeadAttention(3, 9, d_k=1, d_v=3, seed=0)
+    out, weights = layer(np.ones((4, 3)))
+    assert out.shape == (4, 3) and weights.shape == (9, 4, 4)
+    assert layer.w_v.shape == (3, 27) and layer.w_o.shape == (27, 3)
+
+
 def test_from_torch_refuses_what_attnlib_cannot_copy():
     with pytest.raises(ValueError, match="add_bias_kv"):
         anp.MultiHeadAttention.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True))
