@@ -1,3 +1,194 @@
 """Checkers for the exercises of lesson 08."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from . import exercise, expect
+
+# --------------------------------------------------------------------------- 08.1
+
+
+def patchify_reference(image: np.ndarray, patch: int) -> np.ndarray:
+    """(H, W, C) -> (H/p · W/p, p·p·C): patches in raster order, each flattened row by row."""
+    height, width, channels = image.shape
+    grid = image.reshape(height // patch, patch, width // patch, patch, channels)
+    return grid.transpose(0, 2, 1, 3, 4).reshape(-1, patch * patch * channels)
+
+
+def unpatchify_reference(tokens: np.ndarray, height: int, width: int, patch: int) -> np.ndarray:
+    """The inverse of ``patchify_reference``: (N, p·p·C) -> (H, W, C)."""
+    channels = tokens.shape[-1] // (patch * patch)
+    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
+    return grid.transpose(0, 2, 1, 3, 4).reshape(height, width, channels)
+
+
+@exercise("08.1", "from patch tokens back to the image")
+def _check_unpatchify(unpatchify) -> None:
+    rng = np.random.default_rng(801)
+    cases = [(4, 4, 3, 2), (5, 10, 3, 1), (8, 12, 3, 4), (6, 9, 1, 3), (16, 16, 2, 8)]
+    for height, width, channels, patch in cases:
+        image = rng.normal(0.0, 1.0, (height, width, channels))
+        tokens = patchify_reference(image, patch)
+        call = (
+            f"unpatchify(tokens of shape {tokens.shape}, height={height}, width={width}, "
+            f"patch={patch})"
+        )
+        got = np.asarray(unpatchify(tokens.copy(), height, width, patch))
+        expect(
+            got.shape == image.shape,
+            f"{call} has shape {got.shape}; expected (height, width, channels) = {image.shape}.",
+        )
+        if np.allclose(got, image):
+            continue
+        expect(
+            not np.allclose(got, tokens.reshape(image.shape)),
+            f"{call}: a plain reshape reads the numbers in memory order, so the first token "
+            "fills the first image row(s). A token is a p×p square: reshape to "
+            "(H/p, W/p, p, p, C) first, then put the axes in the order (H/p, p, W/p, p, C).",
+        )
+        rows, cols = height // patch, width // patch
+        swapped_grid = tokens.reshape(cols, rows, patch, patch, channels).transpose(1, 2, 0, 3, 4)
+        expect(
+            not np.allclose(got, swapped_grid.reshape(image.shape)),
+            f"{call}: the patches land in the wrong places. Patches are numbered row by row: "
+            "token k is patch row k // (W/p), patch column k % (W/p).",
+        )
+        expect(
+            False,
+            f"{call} has the right shape but the wrong numbers. Inside a token the pixels are "
+            "stored row by row, each pixel's C channels together: (p, p, C).",
+        )
+
+
+# --------------------------------------------------------------------------- 08.2
+
+
+@exercise("08.2", "how many tokens, how long, how many weights")
+def _check_patch_tokens(patch_tokens) -> None:
+    cases = [(224, 224, 3, 16), (224, 224, 3, 1), (32, 32, 3, 8), (32, 48, 1, 8), (5, 10, 3, 1)]
+    for height, width, channels, patch in cases:
+        call = f"patch_tokens(height={height}, width={width}, channels={channels}, patch={patch})"
+        got = patch_tokens(height, width, channels, patch)
+        expect(
+            isinstance(got, tuple) and len(got) == 3,
+            "Return a tuple of three numbers: (num_tokens, token_dim, num_weights).",
+        )
+        num_tokens, token_dim, num_weights = (int(round(float(g))) for g in got)
+        want_tokens = (height // patch) * (width // patch)
+        want_dim = patch * patch * channels
+        expect(
+            num_tokens == want_tokens,
+            f"{call}: num_tokens = {num_tokens}, expected {want_tokens}. The image is cut into "
+            "a grid of (height/patch) × (width/patch) squares; each square is one token.",
+        )
+        expect(
+            token_dim != patch * patch or channels == 1,
+            f"{call}: token_dim = {token_dim} counts the pixels of a patch but not their "
+            "channels: every pixel brings `channels` numbers.",
+        )
+        expect(
+            token_dim == want_dim,
+            f"{call}: token_dim = {token_dim}, expected {want_dim}: a patch has patch × patch "
+            "pixels of `channels` numbers each.",
+        )
+        expect(
+            num_weights == want_tokens**2,
+            f"{call}: num_weights = {num_weights}, expected {want_tokens**2}. Every token "
+            "(query) has one weight for every token (key): an L × L matrix per head.",
+        )
+
+
+# --------------------------------------------------------------------------- 08.3
+
+
+@exercise("08.3", "receptive field of stacked convolutions")
+def _check_receptive_field(receptive_field) -> None:
+    cases = [(1, 3), (2, 3), (3, 3), (10, 3), (1, 5), (4, 5), (3, 7), (5, 1)]
+    for num_layers, kernel_size in cases:
+        want = 1 + num_layers * (kernel_size - 1)
+        call = f"receptive_field(num_layers={num_layers}, kernel_size={kernel_size})"
+        got = int(round(float(receptive_field(num_layers, kernel_size))))
+        if got == want:
+            continue
+        expect(
+            got != num_layers * kernel_size,
+            f"{call} = {got} = num_layers × kernel_size. Consecutive windows overlap: each new "
+            "layer adds kernel_size − 1 pixels to the side, not kernel_size.",
+        )
+        expect(
+            got != kernel_size**num_layers,
+            f"{call} = {got} = kernel_size ** num_layers: that grows far too fast. Each layer "
+            "widens the window by a fixed amount, so the size grows linearly with the depth.",
+        )
+        expect(
+            False,
+            f"{call} = {got}, expected {want}. One k×k layer sees k pixels across; every further "
+            "layer adds (k − 1) // 2 on each side.",
+        )
+
+
+# --------------------------------------------------------------------------- 08.4
+
+
+def _conv_by_heads(x: np.ndarray, kernel: np.ndarray, head_weights) -> np.ndarray:
+    """Σ over offsets of shifted(x) @ head_weights(kernel, dr, dc), zero padding; x (H, W, C_in)."""
+    size = kernel.shape[-1]
+    r = size // 2
+    height, width, _ = x.shape
+    padded = np.pad(x, ((r, r), (r, r), (0, 0)))
+    out = np.zeros((height, width, kernel.shape[0]))
+    for dr in range(-r, r + 1):
+        for dc in range(-r, r + 1):
+            shifted = padded[r + dr : r + dr + height, r + dc : r + dc + width]
+            out += shifted @ np.asarray(head_weights(kernel, dr, dc), dtype=float)
+    return out
+
+
+@exercise("08.4", "the weights of the head for offset (dr, dc)")
+def _check_head_weights(head_weights) -> None:
+    import torch  # only this checker needs PyTorch
+
+    rng = np.random.default_rng(804)
+    for c_out, c_in, size in [(2, 3, 3), (4, 1, 3), (3, 5, 5)]:
+        kernel = rng.normal(0.0, 1.0, (c_out, c_in, size, size))
+        r = size // 2
+        for dr, dc in [(-1, 0), (0, 1), (1, -1), (0, 0), (-r, r)]:
+            call = f"head_weights(kernel of shape {kernel.shape}, dr={dr}, dc={dc})"
+            got = np.asarray(head_weights(kernel.copy(), dr, dc), dtype=float)
+            want = kernel[:, :, r + dr, r + dc].T
+            expect(
+                got.shape != (c_out, c_in) or c_out == c_in,
+                f"{call} has shape {got.shape} = (C_out, C_in). Tokens are rows and are "
+                "multiplied from the left, x @ W, so W must be (C_in, C_out): transpose.",
+            )
+            expect(
+                got.shape == want.shape,
+                f"{call} has shape {got.shape}; expected (C_in, C_out) = {want.shape}.",
+            )
+            if np.allclose(got, want):
+                continue
+            expect(
+                not np.allclose(got, kernel[:, :, r - dr, r - dc].T),
+                f"{call}: this is the tap at (−dr, −dc). PyTorch's Conv2d does not flip the "
+                "kernel (it computes a cross-correlation): the neighbour at offset (dr, dc) "
+                f"meets kernel[:, :, {r} + dr, {r} + dc].",
+            )
+            expect(
+                not np.allclose(got, kernel[:, :, r + dc, r + dr].T),
+                f"{call}: rows and columns are swapped. dr moves down the rows (the kernel's "
+                "axis 2), dc along the columns (axis 3).",
+            )
+            expect(False, f"{call} gives the wrong numbers; expected kernel[:, :, r+dr, r+dc].T.")
+    # The meaning, checked end to end: summing the heads reproduces PyTorch's convolution.
+    kernel = rng.normal(0.0, 1.0, (2, 3, 3, 3))
+    x = rng.normal(0.0, 1.0, (5, 6, 3))
+    ours = _conv_by_heads(x, kernel, head_weights)
+    theirs = torch.nn.functional.conv2d(
+        torch.from_numpy(x).permute(2, 0, 1)[None], torch.from_numpy(kernel), padding=1
+    )[0].permute(1, 2, 0)
+    expect(
+        np.allclose(ours, theirs.numpy(), atol=1e-10),
+        "Summing shifted(x) @ head_weights(kernel, dr, dc) over all offsets does not reproduce "
+        "torch.nn.functional.conv2d(..., padding=1).",
+    )

@@ -1,0 +1,164 @@
+"""The checkers of lesson 08: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib.exercises import check
+from attnlib.exercises.lesson08 import patchify_reference, unpatchify_reference
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def unpatchify(tokens, height, width, patch):
+    channels = tokens.shape[1] // (patch * patch)
+    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
+    return grid.swapaxes(1, 2).reshape(height, width, channels)
+
+
+def patch_tokens(height, width, channels, patch):
+    num_tokens = (height // patch) * (width // patch)
+    return num_tokens, patch * patch * channels, num_tokens**2
+
+
+def receptive_field(num_layers, kernel_size):
+    return 1 + num_layers * (kernel_size - 1)
+
+
+def head_weights(kernel, dr, dc):
+    r = kernel.shape[-1] // 2
+    return kernel[:, :, r + dr, r + dc].T
+
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def unpatchify_plain_reshape(tokens, height, width, patch):
+    return tokens.reshape(height, width, -1)
+
+
+def unpatchify_swapped_grid(tokens, height, width, patch):
+    channels = tokens.shape[1] // (patch * patch)
+    grid = tokens.reshape(width // patch, height // patch, patch, patch, channels)
+    return grid.transpose(1, 2, 0, 3, 4).reshape(height, width, channels)
+
+
+def unpatchify_transposed_patch(tokens, height, width, patch):
+    channels = tokens.shape[1] // (patch * patch)
+    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
+    return grid.transpose(0, 3, 1, 2, 4).reshape(height, width, channels)
+
+
+def tokens_no_channels(height, width, channels, patch):
+    n, _, w = patch_tokens(height, width, channels, patch)
+    return n, patch * patch, w
+
+
+def tokens_one_axis(height, width, channels, patch):
+    n = height * width // patch
+    return n, patch * patch * channels, n**2
+
+
+def tokens_linear_weights(height, width, channels, patch):
+    n, d, _ = patch_tokens(height, width, channels, patch)
+    return n, d, n
+
+
+def field_product(num_layers, kernel_size):
+    return num_layers * kernel_size
+
+
+def field_power(num_layers, kernel_size):
+    return kernel_size**num_layers
+
+
+def field_off_by_one(num_layers, kernel_size):
+    return num_layers * (kernel_size - 1)
+
+
+def head_weights_not_transposed(kernel, dr, dc):
+    return kernel[:, :, 1 + dr, 1 + dc]
+
+
+def head_weights_flipped(kernel, dr, dc):
+    r = kernel.shape[-1] // 2
+    return kernel[:, :, r - dr, r - dc].T
+
+
+def head_weights_swapped(kernel, dr, dc):
+    r = kernel.shape[-1] // 2
+    return kernel[:, :, r + dc, r + dr].T
+
+
+CORRECT = {
+    "08.1": unpatchify,
+    "08.2": patch_tokens,
+    "08.3": receptive_field,
+    "08.4": head_weights,
+}
+
+WRONG = [
+    ("08.1", unpatchify_plain_reshape, "plain reshape"),
+    ("08.1", unpatchify_swapped_grid, "wrong places"),
+    ("08.1", unpatchify_transposed_patch, "row by row"),
+    ("08.1", lambda tokens, h, w, p: tokens, "expected (height, width, channels)"),
+    ("08.2", tokens_no_channels, "channels"),
+    ("08.2", tokens_one_axis, "grid"),
+    ("08.2", tokens_linear_weights, "L × L"),
+    ("08.2", lambda *args: 7, "tuple of three"),
+    ("08.3", field_product, "overlap"),
+    ("08.3", field_power, "linearly"),
+    ("08.3", field_off_by_one, "expected"),
+    ("08.4", head_weights_not_transposed, "transpose"),
+    ("08.4", head_weights_flipped, "does not flip"),
+    ("08.4", head_weights_swapped, "swapped"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+def test_patchify_reference_round_trip_and_order():
+    image = np.random.default_rng(0).normal(size=(8, 12, 3))
+    tokens = patchify_reference(image, 4)
+    assert tokens.shape == (6, 48)
+    assert np.array_equal(tokens[4], image[4:8, 4:8].reshape(-1))  # row 1, column 1 of the grid
+    assert np.array_equal(unpatchify_reference(tokens, 8, 12, 4), image)
+
+
+@pytest.mark.parametrize(("num_layers", "kernel_size"), [(1, 3), (2, 3), (3, 5)])
+def test_receptive_field_formula_matches_stacked_convolutions(num_layers, kernel_size):
+    # an impulse through num_layers convolutions of ones spreads over the receptive field
+    size = 31
+    x = torch.zeros(1, 1, size, size, dtype=torch.float64)
+    x[..., size // 2, size // 2] = 1.0
+    ones = torch.ones(1, 1, kernel_size, kernel_size, dtype=torch.float64)
+    for _ in range(num_layers):
+        x = torch.nn.functional.conv2d(x, ones, padding=kernel_size // 2)
+    side = int((x[0, 0].abs().sum(dim=0) > 0).sum())
+    assert side == receptive_field(num_layers, kernel_size)
