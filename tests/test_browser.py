@@ -1,7 +1,8 @@
 """Open every page of the built book in headless Chromium, with the network closed.
 
 For each page: no JavaScript error in the console, every image loads, every formula is
-typeset by the book's own MathJax, and nothing is fetched from outside the loopback server.
+typeset by the book's own MathJax, every link inside the book leads to a page that exists,
+and nothing is fetched from outside the loopback server.
 For each lesson: the Colab launch link points at its notebook, and the solution dropdowns
 open. A screenshot of each lesson page is saved to ``_build/screenshots/`` for people to
 look at.
@@ -16,6 +17,8 @@ import http.server
 import shutil
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -113,6 +116,17 @@ def test_page_reads_offline(open_page, path):
     assert not untypeset, f"formulas left as raw TeX: {untypeset}"
     text = page.inner_text("article")
     assert "$$" not in text and "\\(" not in text, "raw math delimiters in the page text"
+    links = page.evaluate(
+        "Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"
+        ".filter(h => h.startsWith(location.origin)).map(h => h.split('#')[0])"
+    )
+    dead = []
+    for url in sorted(set(links)):
+        try:
+            urllib.request.urlopen(url, timeout=10).close()
+        except urllib.error.HTTPError:
+            dead.append(url)
+    assert not dead, f"links to missing pages: {dead}"
 
 
 @pytest.mark.parametrize("path", [p for p in PAGES if p.startswith("lessons/")])
