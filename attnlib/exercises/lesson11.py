@@ -1,3 +1,203 @@
 """Checkers for the exercises of lesson 11."""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .. import numpy as attn
+from . import exercise, expect
+
+# --------------------------------------------------------------------------- 11.1
+
+
+def pooling_projection(length: int, rank: int) -> np.ndarray:
+    """``(rank, length)``: row ``r`` averages the ``length // rank`` tokens of segment ``r``."""
+    size = length // rank
+    return np.kron(np.eye(rank), np.full((1, size), 1.0 / size))
+
+
+@exercise("11.1", "low-rank attention by hand")
+def _check_low_rank_by_hand(low_rank_by_hand) -> None:
+    rng = np.random.default_rng(1101)
+    cases = [(16, 8, 4, 4, "pooling"), (32, 4, 6, 8, "random"), (12, 6, 3, 12, "random")]
+    cases += [(40, 16, 8, 5, "pooling"), (9, 2, 2, 1, "random"), (64, 8, 8, 16, "random")]
+    for length, d_k, d_v, rank, kind in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d_k))
+        v = rng.normal(0.0, 1.0, (length, d_v))
+        if kind == "pooling":
+            e = f = pooling_projection(length, rank)
+        else:
+            e, f = rng.normal(0.0, length**-0.5, (2, rank, length))
+        call = (
+            f"low_rank_by_hand(q, k, v, projection_k, projection_v) with L={length}, "
+            f"d_k={d_k}, d_v={d_v}, rank={rank} ({kind} projections)"
+        )
+        args = (q.copy(), k.copy(), v.copy(), e.copy(), f.copy())
+        got = np.asarray(low_rank_by_hand(*args), dtype=float)
+        want = attn.low_rank_attention(q, k, v, e, f)[0]
+        expect(
+            got.shape != (rank, d_v) or rank == length,
+            f"{call} has shape {got.shape}: one row per projected key. Only the keys and values "
+            f"are projected; the {length} queries stay, so the output has shape {want.shape}.",
+        )
+        expect(
+            got.shape == want.shape,
+            f"{call} has shape {got.shape}; expected {want.shape} (one output per query).",
+        )
+        if np.allclose(got, want, atol=1e-10):
+            continue
+        wrong = {
+            "exact": attn.attention(q, k, v)[0],
+            "shared": attn.low_rank_attention(q, k, v, e, e)[0],
+            "unscaled": attn.low_rank_attention(q, k, v, e, f, scale=1.0)[0],
+            "rank": attn.low_rank_attention(q, k, v, e, f, scale=rank**-0.5)[0],
+        }
+        expect(
+            not np.allclose(got, wrong["exact"], atol=1e-10),
+            f"{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
+            "projection_k @ k, and the values to projection_v @ v.",
+        )
+        expect(
+            kind == "pooling" or not np.allclose(got, wrong["shared"], atol=1e-10),
+            f"{call}: the values are projected with projection_v, not projection_k.",
+        )
+        expect(
+            not np.allclose(got, wrong["unscaled"], atol=1e-10),
+            f"{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
+        )
+        expect(
+            not np.allclose(got, wrong["rank"], atol=1e-10),
+            f"{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+        )
+        expect(False, f"{call} gives the wrong numbers; compare with attn.low_rank_attention.")
+
+
+# --------------------------------------------------------------------------- 11.2
+
+VARIANTS = ("exact", "truncated", "linear", "low-rank")
+
+
+def attention_madds_reference(length: int, d: int, window: int, rank: int) -> dict[str, int]:
+    """Multiply-adds of the matrix products of one head (``d_k = d_v = d``): exact
+    ``2 L² d``; truncated ``2 L (2w + 1) d`` (edges ignored); linear ``2 L d²``
+    (``φ(K)ᵀ V`` and ``φ(Q) S``); low-rank ``4 L r d`` (``E K``, ``F V``, the scores, the sum)."""
+    return {
+        "exact": 2 * length * length * d,
+        "truncated": 2 * length * (2 * window + 1) * d,
+        "linear": 2 * length * d * d,
+        "low-rank": 4 * length * rank * d,
+    }
+
+
+@exercise("11.2", "multiply-adds of each variant")
+def _check_attention_madds(attention_madds) -> None:
+    cases = [(4096, 64, 64, 64), (1024, 32, 8, 16), (100, 8, 3, 10), (6000, 64, 50, 256)]
+    cases += [(7, 5, 0, 1), (2048, 128, 16, 32)]
+    for length, d, window, rank in cases:
+        call = f"attention_madds(L={length}, d={d}, window={window}, rank={rank})"
+        got = attention_madds(length, d, window, rank)
+        expect(
+            isinstance(got, dict) and set(got) == set(VARIANTS),
+            f"{call} must return a dict with the keys {', '.join(map(repr, VARIANTS))}; "
+            f"got {got!r}.",
+        )
+        want = attention_madds_reference(length, d, window, rank)
+        for name in VARIANTS:
+            value = float(got[name])
+            if value == want[name]:
+                continue
+            hint = f"{call}[{name!r}] = {value:,.0f}, expected {want[name]:,}."
+            if name == "low-rank":
+                expect(
+                    value != 2 * length * rank * d,
+                    f"{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                )
+            expect(
+                value != want[name] / 2,
+                f"{hint} That counts one matrix product; attention has two (scores, then "
+                "the weighted sum of the values).",
+            )
+            if name == "truncated":
+                expect(
+                    value != 2 * length * window * d and value != 4 * length * window * d,
+                    f"{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                )
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} That is dense attention with a mask: truncated attention never "
+                    "computes the scores outside the band.",
+                )
+            if name == "linear":
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} Linear attention never forms the L × L matrix: it computes "
+                    "S = φ(K)ᵀ V (d × d) once, then φ(Q) S.",
+                )
+            expect(False, hint)
+
+
+# --------------------------------------------------------------------------- 11.3
+
+TASKS = ("smooth", "copy far", "global mean")
+
+#: Which variants can produce each task's outputs (with suitable queries and keys), at
+#: L = 4096 with window 64, the elu + 1 feature map (d = 64) and rank 64 (segment means).
+SOLVERS = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
+}
+
+_WHY = {
+    ("smooth", "exact"): "exact attention can put its weight on any keys, neighbours included",
+    ("smooth", "truncated"): "the 21 neighbours (±10) all lie inside the window of ±64",
+    ("smooth", "linear"): (
+        "linear attention cannot concentrate its weights on 21 neighbours out of 4096: its "
+        "largest weight stays near 2/L, and its weight matrix has rank at most d = 64"
+    ),
+    ("smooth", "low-rank"): (
+        "with rank 64 every key is a mean over a segment of 64 tokens: a window of ±10 is "
+        "finer than the projection can see"
+    ),
+    ("copy far", "exact"): "exact attention can put almost all its weight on one key",
+    ("copy far", "truncated"): "the token 2000 positions away lies outside the window of 64",
+    ("copy far", "linear"): "linear attention's weights cannot peak on one key out of 4096",
+    ("copy far", "low-rank"): (
+        "with rank 64 the value is averaged with 63 others in its segment; to pick one of L "
+        "values the rank must be L"
+    ),
+    ("global mean", "exact"): "with q = 0 all scores are equal: uniform weights",
+    ("global mean", "truncated"): "a query sees at most 129 of the 4096 values",
+    ("global mean", "linear"): (
+        "with q = k = 0, φ(q) and φ(k) are all ones: every key gets the same weight"
+    ),
+    ("global mean", "low-rank"): (
+        "uniform weights over the 64 segment means give the mean of all values exactly"
+    ),
+}
+
+
+@exercise("11.3", "which variant can do it?")
+def _check_which_variants(answer) -> None:
+    expect(
+        isinstance(answer, dict) and set(answer) == set(TASKS),
+        f"answer must be a dict with the keys {', '.join(map(repr, TASKS))}; got {answer!r}.",
+    )
+    for task in TASKS:
+        chosen = answer[task]
+        expect(
+            isinstance(chosen, (set, frozenset, list, tuple)),
+            f"answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
+        )
+        chosen = set(chosen)
+        unknown = chosen - set(VARIANTS)
+        expect(
+            not unknown,
+            f"answer[{task!r}] contains {sorted(unknown)}; the variants are "
+            f"{', '.join(map(repr, VARIANTS))}.",
+        )
+        for variant in VARIANTS:
+            if (variant in chosen) == (variant in SOLVERS[task]):
+                continue
+            verdict = "can" if variant in SOLVERS[task] else "cannot"
+            expect(False, f"{task!r}: {variant} {verdict} do it: {_WHY[task, variant]}.")
