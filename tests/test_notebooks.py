@@ -140,3 +140,33 @@ def test_prose_claims_are_asserted(lesson):
         and conventions.SOLUTION_TAG not in tags(c)
     ]
     assert len(asserting) >= 5
+
+
+def normalised_terms(english: str) -> set[str]:
+    """ "causal mask / sequence mask (x)" → {"causal mask / sequence mask", "causal mask", ...}."""
+    plain = re.sub(r"\(.*?\)", "", english.replace("`", "")).lower()
+    parts = [plain, *plain.split("/")]
+    return {" ".join(part.split()) for part in parts if part.strip()}
+
+
+def markdown_table_rows(text: str) -> list[list[str]]:
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def test_every_key_term_is_in_the_glossary_with_a_lesson_link():
+    glossary = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    rows = markdown_table_rows(glossary)
+    known = set().union(*(normalised_terms(row[0]) for row in rows))
+    for row in rows:
+        assert CJK.search(row[1]), row
+        link = re.fullmatch(r"\[(\d\d)\]\(\.\./lessons/(\d\d_\w+)\.ipynb\)", row[3])
+        assert link and (ROOT / "lessons" / f"{link.group(2)}.ipynb").is_file(), row
+    missing = []
+    for path in LESSONS:
+        nb = nbformat.read(path, as_version=4)
+        terms = next(source(c) for c in nb.cells if source(c).startswith("## Key terms"))
+        for row in markdown_table_rows(terms):
+            if not normalised_terms(row[0]) & known:
+                missing.append(f"{path.stem[:2]}: {row[0]}")
+    assert not missing, f"key terms missing from book/glossary.md: {missing}"

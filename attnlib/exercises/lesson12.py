@@ -54,9 +54,7 @@ def _check_window_features(window_features) -> None:
         for b, n in enumerate(lengths):
             x[b, n:] = torch.tensor(rng.normal(5.0, 1.0, (length - n, dim)))  # junk padding
         original = x.clone()
-        call = (
-            f"window_features(x of shape {tuple(x.shape)}, lengths={lengths}, w={w})"
-        )
+        call = f"window_features(x of shape {tuple(x.shape)}, lengths={lengths}, w={w})"
         got = _as_array(window_features(x, torch.tensor(lengths), w))
         want = window_features_reference(original, lengths, w)
         expect(
@@ -189,17 +187,23 @@ def _check_can_tag(answer) -> None:
 def majority_baseline_reference(train, test) -> float:
     """Accuracy on the ambiguous words of ``test`` when each word gets its commonest tag in
     ``train``."""
-    counts = defaultdict(Counter)
-    for words, tags in train:
-        for word, tag in zip(words, tags):
-            counts[word][tag] += 1
+    commonest = _commonest_tags(train)
     hits = [
-        counts[word].most_common(1)[0][0] == tag
+        commonest.get(word) == tag
         for words, tags in test
         for word, tag in zip(words, tags)
         if word in data.AMBIGUOUS_WORDS
     ]
     return float(np.mean(hits))
+
+
+def _commonest_tags(corpus) -> dict[str, str]:
+    """Each word's most frequent tag in ``corpus``."""
+    counts = defaultdict(Counter)
+    for words, tags in corpus:
+        for word, tag in zip(words, tags):
+            counts[word][tag] += 1
+    return {word: c.most_common(1)[0][0] for word, c in counts.items()}
 
 
 def _tagged(*lines: str):
@@ -247,12 +251,8 @@ def _check_majority_baseline(majority_baseline) -> None:
             f"{call}: {got:.3f} counts the tags in the test set. A baseline may only learn from "
             "the training set: take each word's commonest tag in train.",
         )
-        everything = [
-            max(Counter(t for ws, ts in train for w2, t in zip(ws, ts) if w2 == w).items(),
-                key=lambda kv: kv[1])[0] == tag
-            for words, tags in test
-            for w, tag in zip(words, tags)
-        ]
+        commonest = _commonest_tags(train)
+        everything = [commonest.get(w) == t for words, tags in test for w, t in zip(words, tags)]
         expect(
             not np.isclose(got, float(np.mean(everything)), atol=1e-9),
             f"{call}: {got:.3f} is the accuracy on all words. Score only the ambiguous words "

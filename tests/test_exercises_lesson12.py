@@ -1,0 +1,175 @@
+"""The checkers of lesson 12: reference solutions pass, plausible mistakes get a useful hint."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+import torch
+
+from attnlib import data
+from attnlib.exercises import check
+from attnlib.exercises.lesson12 import (
+    MODELS,
+    NOUN_SHARE,
+    PAIRS,
+    can_tag_reference,
+    conflict,
+    majority_baseline_reference,
+)
+
+# ---------------------------------------------------------------- reference solutions
+
+
+def window_features(x, lengths, w):
+    batch, length, dim = x.shape
+    real = torch.arange(length)[None, :] < torch.as_tensor(lengths)[:, None]  # (B, L)
+    x = x * real[..., None]  # the padding becomes zeros
+    padded = torch.cat([x.new_zeros(batch, w, dim), x, x.new_zeros(batch, w, dim)], dim=1)
+    return torch.cat([padded[:, k : k + length] for k in range(2 * w + 1)], dim=-1)
+
+
+CAN_TAG = {
+    "A": {"per-token FC", "window FC", "attention without positions", "attention with positions"},
+    "B": {"window FC", "attention with positions"},
+    "C": {"window FC", "attention with positions"},
+    "D": {"window FC", "attention without positions", "attention with positions"},
+}
+
+
+def majority_baseline(train, test):
+    counts = defaultdict(Counter)
+    for words, tags in train:
+        for word, tag in zip(words, tags):
+            counts[word][tag] += 1
+    hits = [
+        counts[word].most_common(1)[0][0] == tag
+        for words, tags in test
+        for word, tag in zip(words, tags)
+        if word in data.AMBIGUOUS_WORDS
+    ]
+    return sum(hits) / len(hits)
+
+
+NOUN_SHARE_ANSWER = (0.5 + 1) * 4 / 8 / ((0.5 + 1) * 4 / 8 + 4 / 7)
+
+# ---------------------------------------------------------------- plausible mistakes
+
+
+def window_ignoring_lengths(x, lengths, w):
+    return window_features(x, [x.shape[1]] * x.shape[0], w)
+
+
+def window_reversed(x, lengths, w):
+    out = window_features(x, lengths, w)
+    blocks = out.reshape(*out.shape[:2], 2 * w + 1, -1)
+    return blocks.flip(2).reshape(out.shape)
+
+
+def window_wraps_around(x, lengths, w):
+    real = torch.arange(x.shape[1])[None, :] < torch.as_tensor(lengths)[:, None]
+    x = x * real[..., None]
+    return torch.cat([torch.roll(x, w - k, dims=1) for k in range(2 * w + 1)], dim=-1)
+
+
+def window_in_place(x, lengths, w):
+    for b, n in enumerate(lengths):
+        x[b, int(n) :] = 0.0
+    return window_features(x, lengths, w)
+
+
+def baseline_in_sample(train, test):
+    return majority_baseline(test, test)
+
+
+def baseline_all_words(train, test):
+    counts = defaultdict(Counter)
+    for words, tags in train:
+        for word, tag in zip(words, tags):
+            counts[word][tag] += 1
+    hits = [counts[w].most_common(1)[0][0] == t for ws, ts in test for w, t in zip(ws, ts)]
+    return sum(hits) / len(hits)
+
+
+def baseline_always_noun(train, test):
+    tags = [t for ws, ts in test for w, t in zip(ws, ts) if w in data.AMBIGUOUS_WORDS]
+    return tags.count("NOUN") / len(tags)
+
+
+CORRECT = {
+    "12.1": window_features,
+    "12.2": CAN_TAG,
+    "12.3": majority_baseline,
+    "12.4": NOUN_SHARE_ANSWER,
+}
+
+WRONG = [
+    ("12.1", window_ignoring_lengths, "padding leaks in"),
+    ("12.1", window_reversed, "wrong order"),
+    ("12.1", window_wraps_around, "no wrapping"),
+    ("12.1", window_in_place, "in place"),
+    ("12.1", lambda x, lengths, w: x, "shape"),
+    ("12.2", {**CAN_TAG, "B": set(MODELS)}, "one input, one output"),
+    (
+        "12.2",
+        {**CAN_TAG, "C": {"window FC", "attention without positions", "attention with positions"}},
+        "attention without positions",
+    ),
+    ("12.2", {**CAN_TAG, "D": {"window FC", "attention with positions"}}, "can: it sees"),
+    ("12.2", {**CAN_TAG, "A": {"FC"}}, "unknown models"),
+    ("12.2", {"A": set()}, "keys"),
+    ("12.3", baseline_in_sample, "test set"),
+    ("12.3", baseline_all_words, "all words"),
+    ("12.3", baseline_always_noun, "always answering NOUN"),
+    ("12.3", lambda train, test: "0.5", "a number between 0 and 1"),
+    ("12.4", 16 / 37, "verbs' share"),
+    ("12.4", 0.5, "count how many"),
+    ("12.4", 0.6, "weight each slot"),
+    ("12.4", 7 / 11, "half of the time"),
+    ("12.4", 0.55, "is not it"),
+    ("12.4", "0.568", "Give a number"),
+]
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_reference_solution_passes(exercise_id):
+    result = check(exercise_id, CORRECT[exercise_id])
+    assert bool(result), result
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "hint"), WRONG)
+def test_plausible_mistake_is_wrong_with_hint(exercise_id, answer, hint):
+    result = check(exercise_id, answer)
+    assert result.status == "wrong", result
+    assert hint in result.message, result
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_none_is_not_attempted(exercise_id):
+    assert check(exercise_id, None).status == "not attempted"
+
+
+@pytest.mark.parametrize("exercise_id", ["12.1", "12.3"])
+def test_stub_is_not_attempted(exercise_id):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert check(exercise_id, stub).status == "not attempted"
+
+
+def test_can_tag_reference_is_the_hand_written_answer():
+    assert can_tag_reference() == CAN_TAG
+    assert conflict("per-token FC", PAIRS["C"]) is not None
+    assert conflict("attention with positions", PAIRS["B"]) is None
+
+
+def test_noun_share_matches_a_large_corpus():
+    assert NOUN_SHARE == pytest.approx(NOUN_SHARE_ANSWER)
+    corpus = data.tagging_corpus(20000, seed=5)
+    tags = [t for ws, ts in corpus for w, t in zip(ws, ts) if w in data.AMBIGUOUS_WORDS]
+    assert tags.count("NOUN") / len(tags) == pytest.approx(NOUN_SHARE, abs=0.01)
+
+
+def test_majority_reference_on_the_lesson_split():
+    train, test = data.tagging_corpus(2000, seed=0), data.tagging_corpus(500, seed=1000)
+    assert majority_baseline_reference(train, test) == pytest.approx(majority_baseline(train, test))
