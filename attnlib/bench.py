@@ -55,16 +55,22 @@ def seconds_of(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def median_seconds(candidates: dict, repeats: int, device: torch.device) -> dict[str, float]:
+def median_seconds(
+    candidates: dict, repeats: int, device: torch.device, pause: float = 0.05
+) -> dict[str, float]:
     """Median time of each candidate, timed in interleaved rounds after one warm-up round.
 
     Interleaving (A, B, C, A, B, C, ...) exposes every candidate to the same slow and fast
     moments of a busy machine, which keeps the ratios steady even when the times are not.
+    After each call the timer waits ``pause`` seconds (not counted): NumPy's BLAS threads keep
+    spinning for a moment after a call, and on a 2-core machine they would slow down
+    whichever candidate runs next.
     """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + 1):
         for name, fn in candidates.items():
             elapsed = seconds_of(fn, device)
+            time.sleep(pause)
             if round_number:  # round 0 is the warm-up
                 times[name].append(elapsed)
     return {name: statistics.median(values) for name, values in times.items()}
@@ -90,18 +96,24 @@ def dense_table(length: int, repeats: int, device: torch.device) -> list[str]:
     q_np, k_np, v_np = (t.cpu().numpy() for t in (q, k, v))
     square = torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=torch.Generator().manual_seed(1))
     square = square.to(device)
-    times = median_seconds(
+    # Each ratio is timed as its own interleaved pair, and NumPy on its own: on 2 cores a
+    # candidate disturbs the timing of whatever runs next (NumPy's BLAS threads keep spinning
+    # after a call), so mixing all of them in one rotation would blur the comparisons.
+    groups = [
         {
             "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
             "fast": lambda: attn_torch.attention(q, k, v, need_weights=False),
+        },
+        {
             "unfused": lambda: unfused_reference(q, k, v),
             "explicit": lambda: attn_torch.attention(q, k, v),
-            "numpy": lambda: attn_np.attention(q_np, k_np, v_np),
-            "matmul": lambda: square @ square,
         },
-        repeats,
-        device,
-    )
+        {"numpy": lambda: attn_np.attention(q_np, k_np, v_np)},
+        {"matmul": lambda: square @ square},
+    ]
+    times = {}
+    for group in groups:
+        times.update(median_seconds(group, repeats, device))
     flops = 4 * DENSE_HEADS * length * length * HEAD_DIM
     rows = [
         (
@@ -118,7 +130,13 @@ def dense_table(length: int, repeats: int, device: torch.device) -> list[str]:
             "unfused",
             1.2,
         ),
-        ("attnlib NumPy, float32", "unfused PyTorch softmax(QKᵀ)V", "numpy", "unfused", 1.3),
+        (
+            "attnlib NumPy, float32",
+            "unfused PyTorch softmax(QKᵀ)V",
+            "numpy",
+            "unfused",
+            1.3,
+        ),
     ]
     lines = [f"Dense attention: B=1, H={DENSE_HEADS}, L={length}, d={HEAD_DIM}, float32"]
     lines.append(
