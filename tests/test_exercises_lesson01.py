@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from attnlib import data
 from attnlib.exercises import check
@@ -29,35 +28,12 @@ def num_frames(duration_s, sample_rate=16000, window_ms=25, hop_ms=10):
     return 1 + (n - window) // hop
 
 
-SOLUTIONS = {
+CORRECT = {
     "01.1": one_hot,
     "01.2": cosine_similarity,
     "01.3": num_frames,
     "01.4": dict(TASK_TYPES),
 }
-
-
-@pytest.mark.parametrize("exercise_id", sorted(SOLUTIONS))
-def test_reference_solution_passes(exercise_id):
-    result = check(exercise_id, SOLUTIONS[exercise_id])
-    assert bool(result), result
-    assert result.status == "correct"
-
-
-@pytest.mark.parametrize("exercise_id", sorted(SOLUTIONS))
-def test_none_is_not_attempted(exercise_id):
-    assert check(exercise_id, None).status == "not attempted"
-
-
-def _stub(*args, **kwargs):
-    raise NotImplementedError  # your code here
-
-
-@pytest.mark.parametrize("exercise_id", ["01.1", "01.2", "01.3"])
-def test_stub_is_not_attempted(exercise_id):
-    result = check(exercise_id, _stub)
-    assert result.status == "not attempted"
-    assert "not attempted" in repr(result)
 
 
 def test_dict_of_none_is_not_attempted():
