@@ -305,15 +305,16 @@ def linear_attention_recurrent(q, k, v) -> np.ndarray:
     _checks.check_same_length("linear_attention_recurrent", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    state = np.zeros((*batch, k.shape[-1], v.shape[-1]))
-    normaliser = np.zeros((*batch, k.shape[-1]))
-    outputs = []
+    dtype = np.result_type(q, k, v)
+    state = np.zeros((*batch, k.shape[-1], v.shape[-1]), dtype=dtype)
+    normaliser = np.zeros((*batch, k.shape[-1]), dtype=dtype)
+    out = np.empty((*batch, q.shape[-2], v.shape[-1]), dtype=dtype)
     for i in range(q.shape[-2]):
         state = state + phi_k[..., i, :, None] * v[..., i, None, :]
         normaliser = normaliser + phi_k[..., i, :]
         numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
-        outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(axis=-1, keepdims=True))
-    return np.stack(outputs, axis=-2)
+        out[..., i, :] = numerator / (phi_q[..., i, :] * normaliser).sum(axis=-1, keepdims=True)
+    return out
 
 
 def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):

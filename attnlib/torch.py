@@ -316,13 +316,13 @@ def linear_attention_recurrent(q, k, v) -> torch.Tensor:
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     state = q.new_zeros(*batch, k.shape[-1], v.shape[-1])
     normaliser = q.new_zeros(*batch, k.shape[-1])
-    outputs = []
+    out = q.new_empty(*batch, q.shape[-2], v.shape[-1])
     for i in range(q.shape[-2]):
         state = state + phi_k[..., i, :, None] * v[..., i, None, :]
         normaliser = normaliser + phi_k[..., i, :]
         numerator = (phi_q[..., i, None, :] @ state)[..., 0, :]
-        outputs.append(numerator / (phi_q[..., i, :] * normaliser).sum(dim=-1, keepdim=True))
-    return torch.stack(outputs, dim=-2)
+        out[..., i, :] = numerator / (phi_q[..., i, :] * normaliser).sum(dim=-1, keepdim=True)
+    return out
 
 
 def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):

@@ -41,6 +41,7 @@ def test_empty_sequence_in_banded_and_linear_attention(b):
     q, k, v = arrays(b, (2, 0, 4), (2, 0, 4), (2, 0, 3))
     assert tuple(b.truncated_attention(q, k, v, 3).shape) == (2, 0, 3)
     assert tuple(b.linear_attention(q, k, v, causal=True).shape) == (2, 0, 3)
+    assert tuple(b.linear_attention_recurrent(q, k, v).shape) == (2, 0, 3)
 
 
 @BACKENDS

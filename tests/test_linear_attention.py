@@ -87,3 +87,11 @@ def test_example_graph_follows_the_textbook():
     assert g.features.shape == (8, 4)
     mask = anp.graph_mask(g.edges, 8)
     assert mask.sum() == 8 + 2 * len(g.edges)
+
+
+def test_recurrent_form_keeps_float32_and_gradients_flow():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((5, 4)).astype(np.float32) for _ in range(3))
+    assert anp.linear_attention_recurrent(q, k, v).dtype == np.float32
+    tq, tk, tv = (torch.from_numpy(x.astype(np.float64)).requires_grad_() for x in (q, k, v))
+    assert torch.autograd.gradcheck(atorch.linear_attention_recurrent, (tq, tk, tv))
