@@ -44,23 +44,16 @@ def require_finite(fn: str, name: str, x, allow_negative_inf: bool = False) -> N
     scores it means "never attend"). Names the first offending position."""
     values = x.detach() if hasattr(x, "detach") else x
     is_array = isinstance(values, np.ndarray)
-    total = values.sum()  # one fast pass: NaN and ±inf make the sum non-finite
-    if bool(np.isfinite(total) if is_array else total.isfinite()):
+    isfinite = np.isfinite if is_array else type(values).isfinite
+    if bool(isfinite(values.sum())):  # one fast pass: NaN and ±inf make the sum non-finite
         return  # (finite values whose sum overflows are checked one by one below)
-    if not is_array:  # a torch tensor
-        bad = ~values.isfinite()
-        if allow_negative_inf:
-            bad &= values != float("-inf")
-        if not bool(bad.any()):
-            return
-        where = tuple(int(i) for i in bad.nonzero()[0])
-    else:
-        bad = ~np.isfinite(values)
-        if allow_negative_inf:
-            bad &= values != -np.inf
-        if not bad.any():
-            return
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
+    bad = ~isfinite(values)
+    if allow_negative_inf:
+        bad &= values != float("-inf")
+    if not bool(bad.any()):
+        return
+    first = np.argwhere(bad)[0] if is_array else bad.nonzero()[0]
+    where = tuple(int(i) for i in first)
     raise ValueError(
         f"{fn}: {name} contains NaN or infinite values (the first at index {where} of "
         f"{name}.shape={shape_str(x)}); one such value would spread to every output it touches"
@@ -223,14 +216,15 @@ def check_layer_dims(fn: str, d_model, d_k, d_v) -> tuple[int, int]:
     return d_k, d_v
 
 
-def check_layer_input(fn: str, x, d_model: int) -> None:
-    """A layer's input is ``(..., L, d_model)`` of floats."""
-    require_ndim(fn, "x", x, 2, f"(..., L, d_model={d_model})")
-    require_float(fn, "x", x)
-    require_finite(fn, "x", x)
+def check_layer_input(fn: str, x, d_model: int, name: str = "x") -> None:
+    """A layer's input is ``(..., L, d_model)`` of finite floats."""
+    require_ndim(fn, name, x, 2, f"(..., L, d_model={d_model})")
+    require_float(fn, name, x)
+    require_finite(fn, name, x)
     if x.shape[-1] != d_model:
         raise ValueError(
-            f"{fn}: x must have shape (..., L, d_model={d_model}); got x.shape={shape_str(x)}"
+            f"{fn}: {name} must have shape (..., L, d_model={d_model}); "
+            f"got {name}.shape={shape_str(x)}"
         )
 
 
@@ -269,14 +263,7 @@ def check_merge_heads(fn: str, x) -> None:
 def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
     """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``."""
     for name, x in (("query", query), ("key", key), ("value", value)):
-        require_ndim(fn, name, x, 2, f"(..., L, d_model={d_model})")
-        require_float(fn, name, x)
-        require_finite(fn, name, x)
-        if x.shape[-1] != d_model:
-            raise ValueError(
-                f"{fn}: {name} must have shape (..., L, d_model={d_model}); "
-                f"got {name}.shape={shape_str(x)}"
-            )
+        check_layer_input(fn, x, d_model, name)
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"{fn}: key and value must have the same length L_k; "
