@@ -28,26 +28,21 @@ PAGES = conventions.toc_entries()
 LESSONS = [page for page in PAGES if page.startswith("lessons/")]
 
 
-@pytest.fixture(scope="module")
-def html(book_html) -> Path:
-    return book_html
-
-
-def test_every_toc_page_is_built(html):
-    missing = [page for page in PAGES if not (html / f"{page}.html").is_file()]
+def test_every_toc_page_is_built(book_html):
+    missing = [page for page in PAGES if not (book_html / f"{page}.html").is_file()]
     assert not missing, f"no HTML page for these _toc.yml entries: {missing}"
-    assert (html / "index.html").is_file()
+    assert (book_html / "index.html").is_file()
 
 
-def test_mathjax_is_served_locally(html):
-    mathjax = html / "_static" / "mathjax"
+def test_mathjax_is_served_locally(book_html):
+    mathjax = book_html / "_static" / "mathjax"
     assert (mathjax / "tex-chtml.js").is_file()
     fonts = mathjax / "output" / "chtml" / "fonts" / "woff-v2"
     assert (fonts / "MathJax_Main-Regular.woff").is_file()
 
     local_pages = []
-    for page in html.rglob("*.html"):
-        if "_static" in page.relative_to(html).parts:
+    for page in book_html.rglob("*.html"):
+        if "_static" in page.relative_to(book_html).parts:
             continue
         text = page.read_text(encoding="utf-8")
         for src in SCRIPT_SRC.findall(text):
@@ -59,20 +54,20 @@ def test_mathjax_is_served_locally(html):
                 local_pages.append(page)
         assert "cdn.jsdelivr.net/npm/mathjax" not in text, page
     # The introduction shows the attention formula, so it must load MathJax.
-    assert html / f"{PAGES[0]}.html" in local_pages
+    assert book_html / f"{PAGES[0]}.html" in local_pages
 
 
-def test_mathjax_config_from_myst_is_kept(html):
-    text = (html / f"{PAGES[0]}.html").read_text(encoding="utf-8")
+def test_mathjax_config_from_myst_is_kept(book_html):
+    text = (book_html / f"{PAGES[0]}.html").read_text(encoding="utf-8")
     assert "window.MathJax = " in text
     assert "processHtmlClass" in text
 
 
 @pytest.mark.skipif(not LESSONS, reason="no lessons in _toc.yml yet")
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_lesson_has_colab_link(html, lesson):
+def test_lesson_has_colab_link(book_html, lesson):
     url = conventions.colab_url(f"{lesson}.ipynb")
-    text = (html / f"{lesson}.html").read_text(encoding="utf-8")
+    text = (book_html / f"{lesson}.html").read_text(encoding="utf-8")
     assert url in text, f"{lesson}.html has no launch link {url}"
 
 
