@@ -37,9 +37,28 @@ def normalise(nb: nbformat.NotebookNode) -> None:
             continue
         count += 1
         cell.execution_count = count
+        cell.outputs = merged_streams(cell.outputs)
         for output in cell.outputs:
             if "execution_count" in output:
                 output["execution_count"] = count
+
+
+def merged_streams(outputs: list) -> list:
+    """Join consecutive stdout (or stderr) pieces into one output: how the kernel happens to
+    flush a cell's prints varies from run to run, and should not show up as a diff."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output["output_type"] == "stream"
+            and previous is not None
+            and previous["output_type"] == "stream"
+            and previous["name"] == output["name"]
+        ):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+        else:
+            merged.append(output)
+    return merged
 
 
 def run(path: Path) -> float:
