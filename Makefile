@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
 
-.PHONY: help install book test notebooks bench lint clean distclean
+.PHONY: help install book test test-fast notebooks conventions bench lint clean distclean
 
 help:  ## show this list
 	@echo "Self-Attention, Step by Step -- make targets:"
@@ -19,6 +19,10 @@ help:  ## show this list
 	  awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "This book needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1)."; \
+	  echo "Install a newer Python and run, for example: make $(MAKECMDGOALS) PYTHON=python3.11"; \
+	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -r requirements.txt
 	$(BIN)/pip install --no-deps -e .
@@ -30,11 +34,15 @@ book: $(STAMP)  ## build the HTML book into _build/html (renders saved outputs)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "Open _build/html/index.html"
 
-test: $(STAMP)  ## run attnlib tests, nbval over every lesson, and a book build
-	$(BIN)/python -m pytest
+test: $(STAMP)  ## every test: attnlib, nbval (twice: here and on a simulated other machine), the book
+	$(BIN)/python -m pytest -n auto --maxprocesses 4
 
 notebooks: $(STAMP)  ## re-execute every lessons/*.ipynb in place
+	$(BIN)/python tools/conventions.py --write
 	PYTHONHASHSEED=0 $(BIN)/python tools/run_notebooks.py
+
+conventions: $(STAMP)  ## rewrite badges, setup cells and links from _config.yml's repository.url
+	$(BIN)/python tools/conventions.py --write
 
 bench: $(STAMP)  ## print attention timings as ratios (python -m attnlib.bench)
 	$(BIN)/python -m attnlib.bench

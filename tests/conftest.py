@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
@@ -23,3 +24,21 @@ def book_html(tmp_path_factory) -> Path:
     )
     assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
     return out / "_build" / "html"
+
+
+class KeepTogetherScheduling(LoadScopeScheduling):
+    """pytest-xdist scheduling for `make test` (``-n auto``): every test goes to whichever
+    worker is free, except what must share a process: the cells of one notebook (they share
+    nbval's kernel) and the tests of the built book (they share one build)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        if path.endswith(".ipynb"):
+            return path
+        if path.endswith(("test_book.py", "test_browser.py")):
+            return "the built book"
+        return nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    return KeepTogetherScheduling(config, log)

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import conventions  # noqa: E402
+import run_notebooks  # noqa: E402
 
 from attnlib.exercises import REGISTRY  # noqa: E402
 
@@ -170,3 +171,24 @@ def test_every_key_term_is_in_the_glossary_with_a_lesson_link():
             if not normalised_terms(row[0]) & known:
                 missing.append(f"{path.stem[:2]}: {row[0]}")
     assert not missing, f"key terms missing from book/glossary.md: {missing}"
+
+
+def test_the_file_is_what_make_notebooks_writes(lesson, tmp_path):
+    path, nb = lesson
+    run_notebooks.write(nb, tmp_path / path.name)
+    assert (tmp_path / path.name).read_bytes() == path.read_bytes(), "run `make notebooks`"
+
+
+def test_regeneration_check_compares_all_but_machine_dependent_cells(lesson):
+    path, committed = lesson
+    fresh = nbformat.read(path, as_version=4)
+    assert run_notebooks.differences(committed, fresh) == []
+    code = [c for c in fresh.cells if c.cell_type == "code" and c.outputs]
+    for cell in code:
+        output = cell.outputs[0]
+        if "text" in output:
+            output["text"] = "changed"
+        else:
+            output["data"] = {"text/plain": "changed"}
+    ignored = sum(conventions.IGNORE_OUTPUT_TAG in tags(c) for c in code)
+    assert len(run_notebooks.differences(committed, fresh)) == len(code) - ignored

@@ -1,14 +1,30 @@
 """The fixed parts of every lesson, derived from ``_config.yml`` (the one place the
 repository URL lives). The notebook-convention tests compare each lesson against these.
 
-    python tools/conventions.py lessons/01_sequences_of_vectors.ipynb
+The rule for outputs: an output that nbval compares must be the same on any CPU (AVX2 or
+AVX-512, ARM), any thread count and any BLAS the pinned versions allow. Exact results
+(constructions, parities, counts, closed forms, float64 computations) are printed and
+compared in full. Figures that come out of a float32 training run or a timing are not: their
+cell is tagged ``nbval-ignore-output`` (``IGNORE_OUTPUT_TAG``), prints this machine's
+figures, and carries its claims in asserts with honest margins, which hold on every machine
+and for other seeds (``tools/seed_sweep.py``). ``make test`` runs every lesson a second
+time under a simulated other machine to enforce this (``tests/test_other_machine.py``).
 
-prints the badge line and the setup cell that the lesson must contain.
+The repository's address is written once, as ``repository.url`` in ``_config.yml``.
+
+    python tools/conventions.py --write
+
+rewrites everything derived from it (each lesson's Colab badge and setup cell,
+``pyproject.toml``'s URLs, the clone and install lines of README and the book's pages);
+``make conventions`` runs it, and ``make notebooks`` runs it first. Without ``--write`` it
+lists the files that disagree (``tests/test_conventions.py`` fails on any).
 """
 
 from __future__ import annotations
 
 import base64
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -18,7 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SETUP_TAG = "setup"
 EXERCISE_TAG = "exercise"
 SOLUTION_TAG = "solution"
+#: Output that depends on the machine (a timing, the digits of a training run): not compared.
+IGNORE_OUTPUT_TAG = "nbval-ignore-output"
 #: Cell metadata of a solution cell: the label of its dropdown in the HTML book.
+SETUP_METADATA = {
+    "code_prompt_show": "Show the Colab setup cell",
+    "code_prompt_hide": "Hide the Colab setup cell",
+}
 SOLUTION_METADATA = {
     "code_prompt_show": "Show the solution",
     "code_prompt_hide": "Hide the solution",
@@ -67,21 +89,103 @@ def colab_badge(notebook: str) -> str:
 
 
 def setup_cell() -> str:
-    """The first code cell of every lesson: installs attnlib on Colab, silent elsewhere."""
+    """The first code cell of every lesson: installs attnlib on Colab, silent elsewhere.
+
+    ``ATTNLIB_SOURCE`` points it at another source (a fork, a mirror, a local wheel or
+    clone), and makes it install outside Colab too. On failure it prints pip's last lines
+    and what to do, instead of a traceback.
+    """
     url, _ = repository()
-    return (
-        "# On Google Colab, install attnlib from the book's repository; elsewhere do nothing.\n"
-        "import sys\n"
-        "\n"
-        'if "google.colab" in sys.modules:\n'
-        "    import subprocess\n"
-        "\n"
-        f'    package = "attnlib[torch] @ git+{url}"\n'
-        '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)'
-    )
+    return f"""\
+# Colab setup: install attnlib and what the lessons need (attnlib[lessons]). Elsewhere it
+# does nothing, unless ATTNLIB_SOURCE names a source: a git URL, a wheel, a folder.
+import os
+import sys
+
+BOOK_REPOSITORY = "{url}"
+attnlib_source = os.environ.get("ATTNLIB_SOURCE", f"git+{{BOOK_REPOSITORY}}")
+if "google.colab" in sys.modules or "ATTNLIB_SOURCE" in os.environ:
+    import subprocess
+
+    remote = attnlib_source.startswith(("git+", "http://", "https://", "file:"))
+    package = f"attnlib[lessons] @ {{attnlib_source}}" if remote else f"{{attnlib_source}}[lessons]"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", package]
+    result = subprocess.run(pip, capture_output=True, text=True)
+    if result.returncode == 0:
+        print(f"attnlib installed from {{attnlib_source}}")
+    else:
+        print(f"Could not install attnlib from {{attnlib_source}}. pip said:")
+        print("\\n".join(result.stderr.strip().splitlines()[-15:]))
+        print(
+            "To fix it: check the address and your connection, or install from elsewhere:\\n"
+            '  os.environ["ATTNLIB_SOURCE"] = "git+https://github.com/<you>/<your fork>"\\n'
+            "(or the path of a wheel or of a clone), then run this cell again."
+        )"""
+
+
+# ------------------------------------------------------------------ one home for the address
+
+CLONE = re.compile(r"git clone https://github\.com/[\w.-]+/[\w.-]+\n( *)cd [\w.-]+")
+INSTALL = re.compile(r"git\+https://github\.com/[\w.-]+/[\w.-]+?(?=[\"'\s])")
+BADGE = re.compile(r'<a href="https://colab\.research\.google\.com/[^"]*"[^>]*><img [^>]*/></a>')
+PROJECT_URLS = re.compile(r"(?ms)^\[project\.urls\]\n.*?(?=^\[|\Z)")
+PAGES = ["README.md", "book/intro.md", "book/setup.md", "book/course.md"]
+
+
+def synced_page(text: str) -> str:
+    """A page with its clone and install lines naming the configured repository."""
+    url, _ = repository()
+    folder = url.rsplit("/", 1)[-1]
+    text = CLONE.sub(lambda m: f"git clone {url}\n{m.group(1)}cd {folder}", text)
+    return INSTALL.sub(f"git+{url}", text)
+
+
+def synced_pyproject(text: str) -> str:
+    url, _ = repository()
+    urls = f'[project.urls]\nHomepage = "{url}"\nRepository = "{url}"\nIssues = "{url}/issues"\n\n'
+    return PROJECT_URLS.sub(urls, text, count=1)
+
+
+def synced_notebook(path: Path) -> str:
+    """The lesson's JSON with its badge, setup cell and their metadata regenerated."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    notebook = path.relative_to(ROOT).as_posix()
+    first = nb.cells[0]
+    first.source = BADGE.sub(lambda _: colab_badge(notebook), first.source)
+    setup = next(cell for cell in nb.cells if cell.cell_type == "code")
+    setup.source = setup_cell()
+    setup.metadata["tags"] = [SETUP_TAG, "hide-input"]
+    setup.metadata["mystnb"] = dict(SETUP_METADATA)
+    text = nbformat.writes(nb, version=4, indent=1, ensure_ascii=False)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def sync(write: bool = False) -> list[str]:
+    """The files whose derived parts disagree with ``_config.yml``; rewrite them if ``write``."""
+    targets = {ROOT / page: synced_page for page in PAGES}
+    targets[ROOT / "pyproject.toml"] = synced_pyproject
+    changed = []
+    for path, synced in targets.items():
+        old = path.read_text(encoding="utf-8")
+        new = synced(old)
+        if new != old:
+            changed.append(path.relative_to(ROOT).as_posix())
+            if write:
+                path.write_text(new, encoding="utf-8")
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        old = path.read_text(encoding="utf-8")
+        new = synced_notebook(path)
+        if json.loads(new) != json.loads(old):
+            changed.append(path.relative_to(ROOT).as_posix())
+            if write:
+                path.write_text(new, encoding="utf-8")
+    return changed
 
 
 if __name__ == "__main__":
-    for path in sys.argv[1:]:
-        print(colab_badge(path), end="\n\n")
-    print(setup_cell())
+    changed = sync(write="--write" in sys.argv)
+    verb = "rewrote" if "--write" in sys.argv else "disagree with _config.yml"
+    print(f"{verb}: {', '.join(changed)}" if changed else "everything agrees with _config.yml")
+    sys.exit(1 if changed and "--write" not in sys.argv else 0)

@@ -1,17 +1,27 @@
 """Re-execute the lesson notebooks in place and normalise them for a clean diff.
 
-Usage: python tools/run_notebooks.py [NOTEBOOK ...]   (default: lessons/*.ipynb)
+Usage: python tools/run_notebooks.py [--check] [--other-machine] [NOTEBOOK ...]
+       (default: every lessons/*.ipynb)
 
 Each notebook runs top to bottom in a fresh ``python3`` kernel of the current
 environment, with ``lessons/`` as the working directory. Execution metadata
 (timings) is dropped, execution counts are made sequential, and the kernel and
 language metadata are fixed, so that re-running an unchanged notebook on another
 machine gives the same file. Exits non-zero if any cell raises.
+
+``--check`` writes nothing: it executes each notebook as above and reports every compared
+output (any output of a cell not tagged ``nbval-ignore-output``, figures aside) that is not
+byte for byte the committed one. ``--other-machine`` runs the kernels under
+:func:`other_machine_env` (other floating-point kernels, one thread); with ``--check`` it
+answers "would another computer regenerate the same book?".
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -20,10 +30,46 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conventions import IGNORE_OUTPUT_TAG  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
 CELL_TIMEOUT = 600  # seconds per cell
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+
+
+def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a simulated other computer: same code, other floating-point rounding.
+
+    Each setting swaps the kernels that a library picks for this CPU for others, as a
+    different CPU, thread count or library build would: PyTorch's portable kernels instead
+    of its AVX2/AVX-512 ones, MKL's compatible code path (PyTorch's matrix products),
+    oneDNN limited to SSE4.1 (PyTorch's convolutions), OpenBLAS's Sandy Bridge kernels
+    without fused multiply-add (NumPy's matrix products), NumPy's own loops without
+    AVX2/AVX-512, and one thread everywhere. An output that survives all of this is not an
+    accident of one machine.
+    """
+    env = dict(os.environ if base is None else base)
+    env.update(
+        {
+            "ATEN_CPU_CAPABILITY": "default",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        }
+    )
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        env.update(
+            {
+                "MKL_CBWR": "COMPATIBLE",
+                "ONEDNN_MAX_CPU_ISA": "SSE41",
+                "OPENBLAS_CORETYPE": "Sandybridge",
+                "NPY_DISABLE_CPU_FEATURES": "X86_V4 X86_V3 AVX512_ICL AVX512_SPR",
+            }
+        )
+    return env
 
 
 def normalise(nb: nbformat.NotebookNode) -> None:
@@ -61,29 +107,88 @@ def merged_streams(outputs: list) -> list:
     return merged
 
 
-def run(path: Path) -> float:
-    nb = nbformat.read(path, as_version=4)
+def execute(
+    nb: nbformat.NotebookNode, env: dict[str, str] | None = None, allow_errors: bool = False
+) -> float:
+    """Run every cell of ``nb`` in place in a fresh kernel (``env``: its environment);
+    return the seconds it took. Raises ``CellExecutionError`` unless ``allow_errors``."""
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
         kernel_name="python3",
+        allow_errors=allow_errors,
         resources={"metadata": {"path": str(LESSONS)}},
         # Hide the kernel's start-up chatter; errors are still reported.
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
+    kernel_env = dict(os.environ if env is None else env)
+    kernel_env["PYTHONHASHSEED"] = "0"  # the same set and dict order on every run
     start = time.perf_counter()
-    client.execute()
-    elapsed = time.perf_counter() - start
+    client.execute(env=kernel_env)
+    return time.perf_counter() - start
+
+
+def write(nb: nbformat.NotebookNode, path: Path) -> None:
+    """Normalise ``nb`` and write it to ``path`` as ``make notebooks`` does."""
     normalise(nb)
     nbformat.validate(nb)
     text = nbformat.writes(nb, version=4, indent=1, ensure_ascii=False)
     path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+
+
+def run(path: Path, out: Path | None = None, env: dict[str, str] | None = None) -> float:
+    """Execute the notebook at ``path`` and write it to ``out`` (default: in place)."""
+    nb = nbformat.read(path, as_version=4)
+    elapsed = execute(nb, env)
+    write(nb, out or path)
     return elapsed
 
 
+def compared_outputs(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
+    """``(code cell index, outputs as JSON)`` for each cell whose outputs nbval compares:
+    every code cell not tagged ``nbval-ignore-output``, with figures' pixels left out (nbval
+    compares a figure's text, ``<Figure size ...>``, not its PNG)."""
+    compared = []
+    code_cells = [cell for cell in nb.cells if cell.cell_type == "code"]
+    for index, cell in enumerate(code_cells):
+        if IGNORE_OUTPUT_TAG in cell.metadata.get("tags", []):
+            continue
+        outputs = []
+        for output in merged_streams(cell.outputs):
+            kept = {k: v for k, v in output.items() if k not in ("execution_count", "metadata")}
+            if "data" in kept:
+                kept["data"] = {k: v for k, v in kept["data"].items() if not k.startswith("image/")}
+            outputs.append(kept)
+        compared.append((index, json.dumps(outputs, indent=1, ensure_ascii=False, sort_keys=True)))
+    return compared
+
+
+def differences(committed: nbformat.NotebookNode, fresh: nbformat.NotebookNode) -> list[str]:
+    """A unified diff for each compared output of ``fresh`` that differs from ``committed``."""
+    found = []
+    for (index, old), (_, new) in zip(compared_outputs(committed), compared_outputs(fresh)):
+        if old != new:
+            diff = difflib.unified_diff(
+                old.splitlines(), new.splitlines(), "committed", "regenerated", lineterm=""
+            )
+            found.append(f"Cell {index}:\n" + "\n".join(diff))
+    return found
+
+
+def check(path: Path, env: dict[str, str] | None = None) -> list[str]:
+    """Execute the notebook at ``path`` without writing it; return its compared outputs that
+    would change (see :func:`differences`)."""
+    committed = nbformat.read(path, as_version=4)
+    fresh = nbformat.read(path, as_version=4)
+    execute(fresh, env)
+    normalise(fresh)
+    return differences(committed, fresh)
+
+
 def main(argv: list[str]) -> int:
-    # Fixed hash seed for the kernels, which inherit this environment.
-    os.environ["PYTHONHASHSEED"] = "0"
+    env = other_machine_env() if "--other-machine" in argv else None
+    checking = "--check" in argv
+    argv = [a for a in argv if a not in ("--other-machine", "--check")]
     paths = [Path(a).resolve() for a in argv] or sorted(LESSONS.glob("*.ipynb"))
     if not paths:
         print(f"no notebooks found in {LESSONS}", file=sys.stderr)
@@ -91,15 +196,23 @@ def main(argv: list[str]) -> int:
     failed = []
     for path in paths:
         name = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        start = time.perf_counter()
         try:
-            elapsed = run(path)
+            if checking:
+                changed = check(path, env)
+                if changed:
+                    failed.append(path)
+                    print(f"CHANGED {name}\n" + "\n".join(changed), file=sys.stderr)
+            else:
+                run(path, env=env)
         except CellExecutionError as err:
             failed.append(path)
             print(f"FAILED {name}\n{err}", file=sys.stderr)
             continue
-        print(f"{elapsed:7.1f} s  {name}", flush=True)
+        print(f"{time.perf_counter() - start:7.1f} s  {name}", flush=True)
     if failed:
-        print(f"{len(failed)} notebook(s) failed; they were not rewritten", file=sys.stderr)
+        verdict = "have changed compared outputs" if checking else "failed; not rewritten"
+        print(f"{len(failed)} notebook(s) {verdict}", file=sys.stderr)
         return 1
     return 0
 
