@@ -90,19 +90,54 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
     return tuple(result)
 
 
-def check_mask(fn: str, mask, scores_shape: Sequence[int]) -> None:
-    """A mask must be boolean and broadcast to the scores' shape ``(..., L_q, L_k)``."""
+def require_bool_mask(fn: str, mask) -> None:
+    """A mask holds booleans: True = may attend."""
     if not is_bool(mask):
         raise TypeError(
             f"{fn}: mask must be boolean (True = may attend); got dtype {mask.dtype} "
             f"(shape {shape_str(mask)})"
         )
+
+
+def check_mask(fn: str, mask, scores_shape: Sequence[int]) -> None:
+    """A mask must be boolean and broadcast to the scores' shape ``(..., L_q, L_k)``."""
+    require_bool_mask(fn, mask)
     target = tuple(scores_shape)
     if mask.ndim > len(target) or broadcast_shapes(mask.shape, target) != target:
         raise ValueError(
             f"{fn}: mask.shape={shape_str(mask)} does not broadcast to the scores' shape "
             f"{target} = (..., L_q, L_k)"
         )
+
+
+#: How a multi-head layer reads its mask, for error messages.
+HEADS_MASK_HINT = (
+    "; a mask for every head is (L_q, L_k) or (B, L_q, L_k), as causal_mask and padding_mask "
+    "return it, and a mask per head is (B, H, L_q, L_k), one axis more than the query"
+)
+
+
+def mask_for_heads(fn: str, mask, query, key, num_heads: int):
+    """A multi-head layer's ``mask`` with its head axis, checked against the scores
+    ``(..., H, L_q, L_k)``.
+
+    A mask with as many axes as ``query`` (or fewer) applies to every head: ``causal_mask``
+    ``(L_q, L_k)`` and ``padding_mask`` ``(B, 1, L_k)`` as they come; a head axis of size 1
+    is inserted before its last two axes. A mask with one axis more than ``query`` has one
+    mask per head, ``(B, H, L_q, L_k)`` (or 1 for H), and is used as it is.
+    """
+    if mask is None:
+        return None
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2]) or ()
+    target = (*batch, num_heads, query.shape[-2], key.shape[-2])
+    require_bool_mask(fn, mask)
+    shaped = mask[..., None, :, :] if 3 <= mask.ndim <= query.ndim else mask
+    if shaped.ndim > len(target) or broadcast_shapes(shaped.shape, target) != target:
+        raise ValueError(
+            f"{fn}: mask.shape={shape_str(mask)} does not fit the scores' shape {target} "
+            f"= (..., H, L_q, L_k){HEADS_MASK_HINT}"
+        )
+    return shaped
 
 
 def batch_shape(fn: str, **named) -> tuple[int, ...]:
@@ -304,4 +339,14 @@ def check_projection(fn: str, name: str, projection, length: int) -> None:
         raise ValueError(
             f"{fn}: {name} must have shape (rank, L_k={length}); "
             f"got {name}.shape={shape_str(projection)}"
+        )
+
+
+def check_positions(fn: str, length, max_len: int) -> None:
+    """``length`` positions fit in a table of ``max_len`` learned rows."""
+    require_positive_int(fn, "length", length)
+    if length > max_len:
+        raise ValueError(
+            f"{fn}: length={length} exceeds max_len={max_len}; "
+            f"positions {max_len} and beyond have no learned vector"
         )

@@ -445,6 +445,29 @@ def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 1000
     return encoding
 
 
+class LearnedPositionalEmbedding:
+    """One learned vector per position, ``0 … max_len − 1``: a lookup table (``weight``,
+    ``(max_len, d_model)``, drawn from ``N(0, 0.02²)``) that training would adjust.
+
+    Calling it with ``length`` returns the first ``length`` rows, ``(length, d_model)``, to be
+    added to the token embeddings. The table ends at ``max_len``: asking for more positions
+    is an error (the PyTorch backend's layer is the trainable version).
+
+    >>> LearnedPositionalEmbedding(max_len=128, d_model=16, seed=0)(10).shape
+    (10, 16)
+    """
+
+    def __init__(self, max_len: int, d_model: int, seed=0):
+        _checks.require_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
+        _checks.require_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        self.weight = np.random.default_rng(seed).normal(0.0, 0.02, (max_len, d_model))
+
+    def __call__(self, length: int) -> np.ndarray:
+        """The position vectors of positions ``0 … length − 1``, ``(length, d_model)``."""
+        _checks.check_positions("LearnedPositionalEmbedding", length, self.weight.shape[0])
+        return self.weight[:length]
+
+
 # --------------------------------------------------------------------------- layers
 
 
@@ -532,8 +555,9 @@ class MultiHeadAttention:
     Calling it with ``query`` ``(..., L_q, d_model)`` attends to ``key``/``value``
     ``(..., L_k, d_model)`` (both default to ``query``: self-attention) and returns
     ``(output (..., L_q, d_model), weights (..., H, L_q, L_k))``. ``mask`` (True = may attend)
-    broadcasts to ``(..., H, L_q, L_k)``: a ``(L_q, L_k)`` mask applies to every head; a
-    ``padding_mask`` ``(B, 1, L)`` needs a head axis, ``[:, None]``.
+    applies to every head when it has at most as many axes as ``query``: ``causal_mask``
+    ``(L_q, L_k)``, ``padding_mask`` ``(B, 1, L_k)`` or any ``(B, L_q, L_k)``; a mask with one
+    axis more, ``(B, H, L_q, L_k)``, gives each head its own.
 
     >>> layer = MultiHeadAttention(d_model=8, num_heads=2, seed=0)
     >>> out, weights = layer(np.ones((5, 8)))
@@ -578,6 +602,7 @@ class MultiHeadAttention:
         q = split_heads(_project(query, self.w_q, self.b_q), heads)
         k = split_heads(_project(key, self.w_k, self.b_k), heads)
         v = split_heads(_project(value, self.w_v, self.b_v), heads)
+        mask = _checks.mask_for_heads(fn, mask, query, key, heads)
         per_head, weights = attention(q, k, v, mask, None, need_weights)
         return _project(merge_heads(per_head), self.w_o, self.b_o), weights
 

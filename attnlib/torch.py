@@ -525,7 +525,10 @@ class MultiHeadAttention(nn.Module):
     layout as ``attnlib.numpy.MultiHeadAttention``. ``forward(query, key=None, value=None,
     mask=None, need_weights=True)`` returns ``(output (..., L_q, d_model),
     weights (..., H, L_q, L_k))``; with ``need_weights=False`` the heads run through the fused
-    kernel and ``weights`` is None.
+    kernel and ``weights`` is None. ``mask`` (True = may attend) is read as in
+    ``attnlib.numpy.MultiHeadAttention``: ``(L_q, L_k)`` or ``(B, L_q, L_k)`` (what
+    ``causal_mask`` and ``padding_mask`` return) applies to every head, ``(B, H, L_q, L_k)``
+    gives each head its own.
 
     >>> layer = MultiHeadAttention(d_model=8, num_heads=2, seed=0)
     >>> [tuple(t.shape) for t in layer(torch.ones(5, 8))]
@@ -587,6 +590,7 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
         k = split_heads(_project(key, self.w_k, self.b_k), self.num_heads)
         v = split_heads(_project(value, self.w_v, self.b_v), self.num_heads)
+        mask = _checks.mask_for_heads("MultiHeadAttention", mask, query, key, self.num_heads)
         per_head, weights = attention(q, k, v, mask, None, need_weights)
         return _project(merge_heads(per_head), self.w_o, self.b_o), weights
 
@@ -627,13 +631,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, length: int) -> torch.Tensor:
         """The position vectors of positions ``0 … length − 1``, ``(length, d_model)``."""
-        _checks.require_positive_int("LearnedPositionalEmbedding", "length", length)
-        max_len = self.weight.shape[0]
-        if length > max_len:
-            raise ValueError(
-                f"LearnedPositionalEmbedding: length={length} exceeds max_len={max_len}; "
-                f"positions {max_len} and beyond have no learned vector"
-            )
+        _checks.check_positions("LearnedPositionalEmbedding", length, self.weight.shape[0])
         return self.weight[:length]
 
 

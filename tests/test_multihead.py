@@ -199,3 +199,39 @@ def test_multihead_bad_input(backend, call, error, words):
 
 def zeros(backend, shape):
     return np.zeros(shape) if backend is anp else torch.zeros(shape, dtype=torch.float64)
+
+
+def as_array(t):
+    return t.detach().numpy() if isinstance(t, torch.Tensor) else t
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_padding_and_causal_masks_apply_to_every_head_even_when_batch_equals_heads(backend):
+    """padding_mask (B, 1, L) and causal & padding (B, L, L) are per example, never read as
+    per-head masks, also when B == H (where plain broadcasting would accept them)."""
+    batch = heads = 4
+    x = np.random.default_rng(7).normal(size=(batch, 6, 8))
+    valid = anp.padding_mask([6, 4, 3, 2], max_len=6)  # (4, 1, 6)
+    both = valid & anp.causal_mask(6)  # (4, 6, 6)
+    layer = anp.MultiHeadAttention(8, heads, seed=1)
+    if backend == "torch":
+        layer = atorch.MultiHeadAttention(8, heads, seed=1, dtype=torch.float64)
+        x, valid, both = (torch.from_numpy(a) for a in (x, valid, both))
+    padding = ~as_array(valid)[:, None, :, :]  # (B, 1, 1, L): the padded keys
+    for mask in (valid, both):
+        out, weights = (as_array(t) for t in layer(x, mask=mask))
+        explicit, _ = (as_array(t) for t in layer(x, mask=mask[:, None]))  # all heads, spelled out
+        assert weights.shape == (batch, heads, 6, 6)
+        assert np.allclose(out, explicit, atol=1e-12)
+        assert np.all(weights[np.broadcast_to(padding, weights.shape)] == 0)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_mask_that_fits_neither_reading_names_both(backend):
+    layer = anp.MultiHeadAttention(8, 4, seed=1)
+    x, mask = np.ones((4, 6, 8)), np.ones((3, 6, 6), dtype=bool)
+    if backend == "torch":
+        layer = atorch.MultiHeadAttention(8, 4, seed=1)
+        x, mask = torch.ones(4, 6, 8), torch.ones(3, 6, 6, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"mask.shape=\(3, 6, 6\).*per head is \(B, H, L_q, L_k\)"):
+        layer(x, mask=mask)
