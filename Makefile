@@ -10,6 +10,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
+# What `make test-fast` leaves out: the tests that run lessons, build the book or start a browser.
+SLOW_TESTS := test_other_machine.py test_fresh_learner.py test_book.py test_browser.py test_bench.py
 
 .PHONY: help install book test test-fast notebooks conventions bench lint clean distclean
 
@@ -36,6 +38,9 @@ book: $(STAMP)  ## build the HTML book into _build/html (renders saved outputs)
 
 test: $(STAMP)  ## every test: attnlib, nbval (twice: here and on a simulated other machine), the book
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
+
+test-fast: $(STAMP)  ## attnlib's tests and doctests and the notebook conventions (no lesson runs, book or browser)
+	$(BIN)/python -m pytest attnlib tests -n auto --maxprocesses 4 $(addprefix --ignore=tests/,$(SLOW_TESTS))
 
 notebooks: $(STAMP)  ## re-execute every lessons/*.ipynb in place
 	$(BIN)/python tools/conventions.py --write

@@ -29,7 +29,8 @@ def book_html(tmp_path_factory) -> Path:
 class KeepTogetherScheduling(LoadScopeScheduling):
     """pytest-xdist scheduling for `make test` (``-n auto``): every test goes to whichever
     worker is free, except what must share a process: the cells of one notebook (they share
-    nbval's kernel) and the tests of the built book (they share one build)."""
+    nbval's kernel), the tests of the built book (they share one build) and the fresh
+    learner's lessons (they share one new environment)."""
 
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
@@ -37,6 +38,8 @@ class KeepTogetherScheduling(LoadScopeScheduling):
             return path
         if path.endswith(("test_book.py", "test_browser.py")):
             return "the built book"
+        if path.endswith("test_fresh_learner.py"):
+            return path  # one learner environment for both lessons
         return nodeid
 
 

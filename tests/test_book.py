@@ -4,7 +4,8 @@
 - every page of ``_toc.yml`` is in the HTML;
 - math is rendered by the MathJax copy shipped in the build, not by a CDN;
 - each lesson page offers a Colab link to its notebook in the repository
-  named in ``_config.yml``.
+  named in ``_config.yml`` (``tests/test_conventions.py`` checks every other place that names
+  the repository).
 """
 
 from __future__ import annotations
@@ -69,20 +70,3 @@ def test_lesson_has_colab_link(book_html, lesson):
     url = conventions.colab_url(f"{lesson}.ipynb")
     text = (book_html / f"{lesson}.html").read_text(encoding="utf-8")
     assert url in text, f"{lesson}.html has no launch link {url}"
-
-
-def test_repository_links_match_config():
-    """Install commands and Colab links everywhere name the repository in _config.yml."""
-    pattern = re.compile(
-        r"(?:git\+https://github\.com/|colab\.research\.google\.com/github/)([\w.-]+/[\w.-]+)"
-    )
-    expected = REPO_URL.removeprefix("https://github.com/")
-    files = [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "book").glob("*.md"))]
-    files += sorted((ROOT / "lessons").glob("*.ipynb"))
-    wrong = {
-        f"{path.relative_to(ROOT)}: {repo}"
-        for path in files
-        for repo in pattern.findall(path.read_text(encoding="utf-8"))
-        if repo.removesuffix(".git") != expected
-    }
-    assert not wrong, f"links to another repository than {REPO_URL}: {sorted(wrong)}"

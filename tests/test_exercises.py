@@ -1,8 +1,8 @@
 """Every exercise's checker behaves the way the lessons promise.
 
 Each ``tests/test_exercises_lessonNN.py`` provides ``CORRECT`` (exercise id → a reference
-answer) and, from lesson 02 on, ``WRONG`` (``(exercise id, plausible mistake, a fragment
-of the expected hint)``); this module runs the same four checks on all of them. The lesson
+answer) and ``WRONG`` (``(exercise id, plausible mistake, a fragment of the expected hint)``);
+this module runs the same four checks on all of them. The lesson
 modules add the checks particular to their exercises.
 """
 
@@ -20,7 +20,7 @@ LESSON_MODULES = [
     for path in sorted(Path(__file__).parent.glob("test_exercises_lesson*.py"))
 ]
 CORRECT = {eid: answer for m in LESSON_MODULES for eid, answer in m.CORRECT.items()}
-WRONG = [case for m in LESSON_MODULES for case in getattr(m, "WRONG", [])]
+WRONG = [case for m in LESSON_MODULES for case in m.WRONG]
 
 
 def test_every_registered_exercise_has_a_reference_answer():

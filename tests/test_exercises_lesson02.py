@@ -32,10 +32,10 @@ def attend_all(x):
     return weights @ x, weights
 
 
-def queen_weight():
+def king_weights(scale):
     e = data.royal_embeddings()
-    x = 5 * np.array([e["king"], e["queen"], e["dog"]])
-    return float(attn.softmax(x[0] @ x.T)[1])
+    x = scale * np.array([e["king"], e["queen"], e["dog"]])
+    return attn.softmax(x[0] @ x.T)
 
 
 def is_permutation_equivariant(f, x, perm):
@@ -69,7 +69,7 @@ def is_permutation_invariant(f, x, perm):  # invariance is not equivariance
 CORRECT = {
     "02.1": attend_one,
     "02.2": attend_all,
-    "02.3": queen_weight(),
+    "02.3": king_weights,
     "02.4": is_permutation_equivariant,
 }
 
@@ -78,15 +78,16 @@ WRONG = [
     ("02.1", attend_one_no_softmax, "softmax"),
     ("02.2", attend_all_columns, "axis=1"),
     ("02.2", attend_all_output_only, "pair"),
-    ("02.3", 0.416, "before scaling"),
-    ("02.3", 0.5, "Not quite"),
-    ("02.3", 0.1235, "scaling by 10"),
-    ("02.3", 0.4, "Not quite"),
-    ("02.3", "0.123", "one number"),
+    ("02.3", lambda scale: king_weights(scale**0.5), "multiplies each dot product"),
+    ("02.3", lambda scale: king_weights(1.0), "is off"),
+    ("02.3", lambda scale: np.exp(king_weights(scale)), "sums to"),
+    ("02.3", lambda scale: king_weights(scale)[:2], "3 weights"),
     ("02.4", is_permutation_invariant, "f(x)[perm]"),
     ("02.4", lambda f, x, perm: "yes", "bool"),
 ]
 
 
-def test_queen_weight_value():
-    assert round(CORRECT["02.3"], 3) == 0.38
+def test_the_scale_dial_goes_from_average_to_argmax():
+    assert np.allclose(king_weights(0.0), 1 / 3)
+    assert round(float(king_weights(5.0)[1]), 3) == 0.38
+    assert king_weights(15.0)[0] < 0.99 < king_weights(16.0)[0]

@@ -31,8 +31,11 @@ def column_attention(I, Wq, Wk, Wv):  # noqa: E741 (the textbook's name for the 
     return V @ A_prime, A_prime
 
 
-def unit_variance_scale(sigma_q, sigma_k, d_k):
-    return 1.0 / (sigma_q * sigma_k * np.sqrt(d_k))
+def mean_max_weight(sigma_q, sigma_k, d_k, scale, n=2000):
+    rng = np.random.default_rng(1)
+    q = rng.normal(0.0, sigma_q, (n, 1, d_k))
+    k = rng.normal(0.0, sigma_k, (n, 16, d_k))
+    return attn.softmax(attn.dot_product_scores(q, k, scale=scale)[:, 0]).max(-1).mean()
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -88,7 +91,7 @@ CORRECT = {
     "03.1": self_attention,
     "03.2": num_parameters,
     "03.3": column_attention,
-    "03.4": unit_variance_scale,
+    "03.4": mean_max_weight,
 }
 
 WRONG = [
@@ -106,8 +109,7 @@ WRONG = [
     ("03.3", column_attention_rows, "down the columns"),
     ("03.3", column_attention_unscaled, "sqrt(d_k)"),
     ("03.3", column_attention_wrong_product, "O = V @ A'"),
-    ("03.4", lambda sq, sk, d_k: 1.0 / np.sqrt(d_k), "standard deviation 1"),
-    ("03.4", lambda sq, sk, d_k: 1.0 / (sq**2 * sk**2 * np.sqrt(d_k)), "variance of each"),
-    ("03.4", lambda sq, sk, d_k: 1.0 / (sq * sk * d_k), "grows like sqrt(d_k)"),
-    ("03.4", lambda sq, sk, d_k: sq * sk * np.sqrt(d_k), "inverse"),
+    ("03.4", lambda sq, sk, d_k, scale: mean_max_weight(sq, sk, d_k, None), "default scale"),
+    ("03.4", lambda sq, sk, d_k, scale: mean_max_weight(sq**2, sk**2, d_k, scale), "expected"),
+    ("03.4", lambda sq, sk, d_k, scale: 1.5, "between 0 and 1"),
 ]

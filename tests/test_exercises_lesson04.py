@@ -43,9 +43,10 @@ def multi_head_cost(length, d_model, num_heads, d_k, d_v):
     return params, projections + attention, num_heads * length * length
 
 
-def to_pytorch_attn_mask(mask, num_heads):
-    blocked = ~mask
-    return blocked.repeat_interleave(num_heads, dim=0) if blocked.dim() == 3 else blocked
+def head_experiment(num_heads, seeds):
+    """Stands in for the lesson's training loop (the notebook's solution runs the real one):
+    one head stays above 0.2 on the lesson's task, several heads get below it."""
+    return [0.21 if num_heads == 1 else 0.01 * seed for seed in seeds]
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -95,27 +96,11 @@ def cost_no_heads_in_scores(length, d_model, num_heads, d_k, d_v):
     return params, flops - 2 * (num_heads - 1) * length * length * (d_k + d_v), entries
 
 
-def mask_not_inverted(mask, num_heads):
-    return mask.repeat_interleave(num_heads, dim=0) if mask.dim() == 3 else mask
-
-
-def mask_repeat(mask, num_heads):
-    return (~mask).repeat(num_heads, 1, 1) if mask.dim() == 3 else ~mask
-
-
-def mask_four_dims(mask, num_heads):
-    return (~mask)[:, None].expand(-1, num_heads, -1, -1) if mask.dim() == 3 else ~mask
-
-
-def mask_as_float(mask, num_heads):
-    return to_pytorch_attn_mask(mask, num_heads).float()
-
-
 CORRECT = {
     "04.1": split_heads_by_hand,
     "04.2": multi_head_forward,
     "04.3": multi_head_cost,
-    "04.4": to_pytorch_attn_mask,
+    "04.4": head_experiment,
 }
 
 WRONG = [
@@ -130,10 +115,9 @@ WRONG = [
     ("04.3", cost_one_matrix, "own (L, L)"),
     ("04.3", cost_no_heads_in_scores, "in each of the H heads"),
     ("04.3", lambda *args: 42, "tuple of three"),
-    ("04.4", mask_not_inverted, "not inverted"),
-    ("04.4", mask_repeat, "repeat_interleave"),
-    ("04.4", mask_four_dims, "(B·num_heads, L, S)"),
-    ("04.4", mask_as_float, "boolean"),
+    ("04.4", lambda heads, seeds: [0.05 for _ in seeds], "pass num_heads on"),
+    ("04.4", lambda heads, seeds: [0.21 for _ in seeds], "four heads of width 4"),
+    ("04.4", lambda heads, seeds: [0.1], "one test loss"),
 ]
 
 

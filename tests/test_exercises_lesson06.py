@@ -11,8 +11,38 @@ from attnlib.exercises.lesson06 import _random_block, affected_outputs_reference
 # ---------------------------------------------------------------- reference solutions
 
 
-def padding_mask_by_hand(lengths, max_len):
-    return (np.arange(max_len)[None, :] < np.asarray(lengths)[:, None])[:, None, :]
+def to_pytorch_attn_mask(mask, num_heads):
+    blocked = ~mask
+    return blocked.repeat_interleave(num_heads, dim=0) if blocked.dim() == 3 else blocked
+
+
+def padding_leak(noise_std, masked, seed=0):
+    """The largest change of a real token's output caused by the padding (lesson 06's batch)."""
+    rng = np.random.default_rng(seed)
+    lengths, d_model = [5, 3, 2], 8
+    x = np.zeros((3, 5, d_model))
+    for b, n in enumerate(lengths):
+        x[b, :n] = rng.normal(size=(n, d_model))
+        x[b, n:] = rng.normal(0.0, noise_std, (5 - n, d_model))
+    layer = attn.MultiHeadAttention(d_model, 2, seed=1)
+    out, _ = layer(x, mask=attn.padding_mask(lengths, 5) if masked else None)
+    return max(np.abs(out[b, :n] - layer(x[b, :n])[0]).max() for b, n in enumerate(lengths))
+
+
+def mask_not_inverted(mask, num_heads):
+    return mask.repeat_interleave(num_heads, dim=0) if mask.dim() == 3 else mask
+
+
+def mask_repeat(mask, num_heads):
+    return (~mask).repeat(num_heads, 1, 1) if mask.dim() == 3 else ~mask
+
+
+def mask_four_dims(mask, num_heads):
+    return (~mask)[:, None].expand(-1, num_heads, -1, -1) if mask.dim() == 3 else ~mask
+
+
+def mask_as_float(mask, num_heads):
+    return to_pytorch_attn_mask(mask, num_heads).float()
 
 
 def affected_outputs(mask, t, num_layers):
@@ -35,22 +65,6 @@ def pre_norm_block(x, block, mask=None):
 
 
 # ---------------------------------------------------------------- plausible mistakes
-
-
-def padding_inverted(lengths, max_len):
-    return ~padding_mask_by_hand(lengths, max_len)
-
-
-def padding_no_query_axis(lengths, max_len):
-    return padding_mask_by_hand(lengths, max_len)[:, 0]
-
-
-def padding_off_by_one(lengths, max_len):
-    return (np.arange(max_len)[None, :] <= np.asarray(lengths)[:, None])[:, None, :]
-
-
-def padding_as_ints(lengths, max_len):
-    return padding_mask_by_hand(lengths, max_len).astype(int)
 
 
 def affected_columns(mask, t, num_layers):
@@ -118,17 +132,21 @@ def block_one_norm(x, block, mask=None):
 
 
 CORRECT = {
-    "06.1": padding_mask_by_hand,
+    "06.1": to_pytorch_attn_mask,
     "06.2": affected_outputs,
     "06.3": layer_norm,
     "06.4": pre_norm_block,
+    "06.5": padding_leak,
 }
 
 WRONG = [
-    ("06.1", padding_inverted, "inverted"),
-    ("06.1", padding_no_query_axis, "no query axis"),
-    ("06.1", padding_off_by_one, "counted from 0"),
-    ("06.1", padding_as_ints, "boolean"),
+    ("06.1", mask_not_inverted, "not inverted"),
+    ("06.1", mask_repeat, "repeat_interleave"),
+    ("06.1", mask_four_dims, "(B·num_heads, L, S)"),
+    ("06.1", mask_as_float, "boolean"),
+    ("06.5", lambda noise, masked: padding_leak(noise, False), "Pass mask=valid"),
+    ("06.5", lambda noise, masked: padding_leak(noise, True), "without the mask"),
+    ("06.5", lambda noise, masked: padding_leak(0.0, masked), "put the noise"),
     ("06.2", affected_columns, "columns"),
     ("06.2", affected_one_layer, "one more step"),
     ("06.2", affected_only_t, "wrong"),

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from attnlib import numpy as attn
-from attnlib.exercises.lesson07 import keys_seen_reference, score_bytes_reference
+from attnlib.exercises.lesson07 import (
+    best_local_accuracy,
+    keys_seen_reference,
+    score_bytes_reference,
+)
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -31,10 +35,6 @@ def attend_one_truncated(q, k, v, i, window):
     top = max(scores)
     exps = [math.exp(s - top) for s in scores]
     return sum(e / sum(exps) * v[j] for e, j in zip(exps, keys))
-
-
-def smallest_window(offsets, num_layers=1):
-    return math.ceil(max(abs(o) for o in offsets) / num_layers)
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -81,23 +81,17 @@ def attend_exclusive(q, k, v, i, window):
     return (weights / weights.sum()) @ v[keys]
 
 
-def window_floor(offsets, num_layers=1):
-    return max(abs(o) for o in offsets) // num_layers
-
-
-def window_no_abs(offsets, num_layers=1):
-    return math.ceil(max(offsets) / num_layers)
-
-
-def window_ignores_layers(offsets, num_layers=1):
-    return max(abs(o) for o in offsets)
+def local_accuracy(near, window):
+    """Stands in for the lesson's training, which reaches the best possible accuracy (the
+    notebook's solution trains the real layer)."""
+    return best_local_accuracy(near, window) + 0.004
 
 
 CORRECT = {
     "07.1": keys_seen,
     "07.2": score_bytes,
     "07.3": attend_one_truncated,
-    "07.4": smallest_window,
+    "07.4": local_accuracy,
 }
 
 WRONG = [
@@ -111,10 +105,9 @@ WRONG = [
     ("07.3", attend_all_keys, "every key"),
     ("07.3", attend_unscaled, "1/sqrt(d)"),
     ("07.3", attend_exclusive, "inclusive"),
-    ("07.4", window_floor, "Round up"),
-    ("07.4", window_no_abs, "absolute value"),
-    ("07.4", window_ignores_layers, "stacked layers"),
-    ("07.4", lambda offsets, num_layers=1: 2.5, "whole number"),
+    ("07.4", lambda near, window: best_local_accuracy(3, window), "the ±3 task"),
+    ("07.4", lambda near, window: 0.5, "best possible"),
+    ("07.4", lambda near, window: [0.9], "one accuracy"),
 ]
 
 
@@ -127,3 +120,13 @@ def test_references_count_what_the_mask_allows(length, window):
         assert keys_seen_reference(length, window, i, causal=True) == causal[i].sum()
     dense, truncated = score_bytes_reference(length, 3, window, "float32")
     assert dense == 3 * mask.size * 4 and truncated == 3 * mask.sum() * 4
+
+
+def test_best_local_accuracy_matches_the_lessons_exact_values():
+    assert [best_local_accuracy(3, w) for w in (0, 1, 2, 3, 9)] == [
+        84 / 128,
+        96 / 128,
+        108 / 128,
+        1.0,
+        1.0,
+    ]

@@ -116,13 +116,23 @@ def path_causal_sees_all(model, i, j):
     return 1 if model == "causal self-attention" else path_length(model, i, j)
 
 
+def reader_accuracy(length, positions):
+    """Stands in for the lesson's training (the notebook's solution trains the real readers):
+    with positions the reader solves the task, without them it guesses a token it saw."""
+    return 1.0 if positions else 0.3
+
+
 CORRECT = {
     "09.1": rnn_attention_costs,
     "09.2": linear_attention_step,
     "09.3": path_length,
+    "09.4": reader_accuracy,
 }
 
 WRONG = [
+    ("09.4", lambda length, positions: 1.0, "pass positions on"),
+    ("09.4", lambda length, positions: 0.3, "with positions the"),
+    ("09.4", lambda length, positions: (0.9, 0.3), "one test accuracy"),
     ("09.1", costs_flops, "FLOP counters count two"),
     ("09.1", costs_one_matrix, "two d × d"),
     ("09.1", costs_rnn_parallel, "needs h_(t-1)"),

@@ -53,11 +53,6 @@ def hop_distances_by_powers(edges, num_nodes):
     return dist
 
 
-def count_scores(edges, num_nodes, directed=False, self_loops=True):
-    per_edge = 1 if directed else 2
-    return per_edge * len(edges) + (num_nodes if self_loops else 0), num_nodes * num_nodes
-
-
 def message_passing(x, edges, w_q, w_k, w_v):
     q, k, v = x @ w_q, x @ w_k, x @ w_v
     neighbours = [{i} for i in range(len(x))]
@@ -118,18 +113,6 @@ def distances_directed(edges, num_nodes):
     return dist
 
 
-def count_one_direction(edges, num_nodes, directed=False, self_loops=True):
-    return len(edges) + (num_nodes if self_loops else 0), num_nodes * num_nodes
-
-
-def count_without_self_loops(edges, num_nodes, directed=False, self_loops=True):
-    return (1 if directed else 2) * len(edges), num_nodes * num_nodes
-
-
-def count_full_without_diagonal(edges, num_nodes, directed=False, self_loops=True):
-    return count_scores(edges, num_nodes, directed, self_loops)[0], num_nodes * (num_nodes - 1)
-
-
 def passing_full(x, edges, w_q, w_k, w_v):
     return attn.attention(x @ w_q, x @ w_k, x @ w_v)[0]
 
@@ -149,10 +132,29 @@ def passing_unscaled(x, edges, w_q, w_k, w_v):
     return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=1.0)[0]
 
 
+STACK = [attn.MultiHeadAttention(d_model=4, num_heads=2, seed=s) for s in range(6)]
+X = np.random.default_rng(10).normal(size=(8, 4))
+
+
+def gnn(h, num_layers, mask):
+    for layer in STACK[:num_layers]:
+        h = h + np.tanh(layer(h, mask=mask)[0])
+    return h
+
+
+def first_influence(mask, source, target):
+    changed = X.copy()
+    changed[source] += 1.0
+    for num_layers in range(1, 7):
+        if np.abs(gnn(changed, num_layers, mask)[target] - gnn(X, num_layers, mask)[target]).max():
+            return num_layers
+    return None
+
+
 CORRECT = {
     "10.1": graph_mask_by_hand,
     "10.2": hop_distances,
-    "10.3": count_scores,
+    "10.3": first_influence,
     "10.4": message_passing,
 }
 
@@ -165,10 +167,9 @@ WRONG = [
     ("10.2", distances_zero_if_unreachable, "-1"),
     ("10.2", distances_inf_if_unreachable, "-1 (not inf"),
     ("10.2", distances_directed, "not symmetric"),
-    ("10.3", count_one_direction, "two scores"),
-    ("10.3", count_without_self_loops, "also scores itself"),
-    ("10.3", count_full_without_diagonal, "itself included"),
-    ("10.3", lambda *args: 24, "tuple of two"),
+    ("10.3", lambda mask, source, target: 5, "the first L"),
+    ("10.3", lambda mask, source, target: first_influence(mask, target, source) or 6, "None"),
+    ("10.3", lambda mask, source, target: (first_influence(mask, source, target) or 1) - 1, "L"),
     ("10.4", passing_full, "full attention"),
     ("10.4", passing_without_self, "attend to itself"),
     ("10.4", passing_one_way, "undirected"),

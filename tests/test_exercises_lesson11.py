@@ -9,6 +9,7 @@ from attnlib.exercises.lesson11 import (
     SOLVERS,
     attention_madds_reference,
     pooling_projection,
+    reference_relative_errors,
 )
 
 # ---------------------------------------------------------------- reference solutions
@@ -80,9 +81,21 @@ def madds_linear_quadratic(L, d, window, rank):
     return {**attention_madds(L, d, window, rank), "linear": 2 * L * L * d}
 
 
-CORRECT = {"11.1": low_rank_by_hand, "11.2": attention_madds, "11.3": WHICH}
+def relative_errors(sharpness):
+    return reference_relative_errors(sharpness)
+
+
+CORRECT = {
+    "11.1": low_rank_by_hand,
+    "11.2": attention_madds,
+    "11.4": relative_errors,
+    "11.3": WHICH,
+}
 
 WRONG = [
+    ("11.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
+    ("11.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
+    ("11.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),
     ("11.1", low_rank_no_projection, "mixed down"),
     ("11.1", low_rank_shared, "projection_v"),
     ("11.1", low_rank_unscaled, "1/sqrt(d_k)"),

@@ -3,6 +3,7 @@ re-executes the lessons and compares every stored output; these tests check the 
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_exercises_have_checkers_and_hidden_solutions(lesson):
     path, nb = lesson
     number = path.stem[:2]
     cells = nb.cells
-    exercise_ids = []
+    exercise_ids, learner_names, solutions = [], set(), []
     for i, cell in enumerate(cells):
         if conventions.EXERCISE_TAG not in tags(cell):
             continue
@@ -109,15 +110,53 @@ def test_exercises_have_checkers_and_hidden_solutions(lesson):
         assert exercise_id.startswith(f"{number}.") and exercise_id in REGISTRY
         assert "not attempted" in text_outputs(cell), "the stored exercise output is unattempted"
         solution = cells[i + 1]
-        assert conventions.SOLUTION_TAG in tags(solution) and "hide-input" in tags(solution)
+        assert conventions.SOLUTION_TAG in tags(solution) and "hide-cell" in tags(solution)
         assert solution.metadata.get("mystnb") == conventions.SOLUTION_METADATA
         assert source(solution).startswith(f"# @title Solution {exercise_id} ")
-        assert f'assert check("{exercise_id}", ' in source(solution)
+        assert f'assert check("{exercise_id}", solution_' in source(solution)
+        assert solution.outputs == [], "a solution prints nothing: its answers stay hidden"
+        # "Run all" runs the solutions too: they must leave the learner's names alone
+        bound = bound_names(source(solution))
+        assert not bound & bound_names(source(cell), imports=True), bound
+        assert all(name.startswith("solution_") for name in bound), bound
+        learner_names.add(found_name(source(cell)))
+        solutions.append(source(solution))
         exercise_ids.append(exercise_id)
-    assert 2 <= len(exercise_ids) <= 4
+    assert 3 <= len(exercise_ids) <= 5
+    # ... nor rely on them (after "Run all", a learner's function is the learner's attempt)
+    for code in solutions:
+        used = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+        assert not used & learner_names, f"a solution calls the learner's {used & learner_names}"
     assert len(set(exercise_ids)) == len(exercise_ids)
     assert {e for e in REGISTRY if e.startswith(f"{number}.")} == set(exercise_ids)
     assert sum(conventions.SOLUTION_TAG in tags(c) for c in cells) == len(exercise_ids)
+
+
+def test_one_exercise_changes_an_experiment(lesson):
+    """Each lesson has an exercise that changes one of its experiments and reads the result."""
+    _, nb = lesson
+    titles = re.findall(r"^### Exercise \d\d\.\d+ · (.*)$", "\n".join(map(source, nb.cells)), re.M)
+    assert sum(t.startswith("Change the experiment: ") for t in titles) == 1, titles
+
+
+def found_name(code: str) -> str:
+    """The name an exercise cell hands to check(...)."""
+    return re.findall(r'^check\("\d\d\.\d+", (\w+)\)$', code, flags=re.M)[0]
+
+
+def bound_names(code: str, imports: bool = False) -> set[str]:
+    """Names that ``code`` binds at the top level (imports only if ``imports``)."""
+    names = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif imports and isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def test_summary_and_key_terms_with_chinese(lesson):

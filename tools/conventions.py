@@ -129,7 +129,7 @@ CLONE = re.compile(r"git clone https://github\.com/[\w.-]+/[\w.-]+\n( *)cd [\w.-
 INSTALL = re.compile(r"git\+https://github\.com/[\w.-]+/[\w.-]+?(?=[\"'\s])")
 BADGE = re.compile(r'<a href="https://colab\.research\.google\.com/[^"]*"[^>]*><img [^>]*/></a>')
 PROJECT_URLS = re.compile(r"(?ms)^\[project\.urls\]\n.*?(?=^\[|\Z)")
-PAGES = ["README.md", "book/intro.md", "book/setup.md", "book/course.md"]
+PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "book").glob("*.md"))]
 
 
 def synced_page(text: str) -> str:

@@ -82,47 +82,46 @@ def _check_cosine_similarity(cosine_similarity) -> None:
 
 # --------------------------------------------------------------------------- 01.3
 
+#: The voiced/silent rule of lesson 01 per sample: log10 energy −1 for a 400-sample frame.
+VOICED_POWER = 10**-3.6
+#: (window_ms, hop_ms) settings the checker tries: the lesson's and longer ones.
+FRAME_SETTINGS = [(25, 10), (50, 20), (80, 40), (100, 50), (30, 15)]
 
-@exercise("01.3", "counting frames")
-def _check_num_frames(num_frames) -> None:
-    rng = np.random.default_rng(103)
-    cases = [
-        (1.0, 16000, 25, 10),
-        (60.0, 16000, 25, 10),
-        (0.025, 16000, 25, 10),
-        (0.5, 8000, 25, 10),
-        (2.0, 48000, 25, 10),
-        (1.0, 16000, 20, 5),
-        (3.0, 16000, 50, 25),
-    ]
-    cases += [(int(ms) / 1000, 16000, 25, 10) for ms in rng.integers(30, 5000, size=5)]
-    for duration_s, rate, window_ms, hop_ms in cases:
-        n = int(round(duration_s * rate))
-        want = data.frame_signal(np.zeros(n), rate, window_ms, hop_ms).shape[0]
-        got = num_frames(duration_s, sample_rate=rate, window_ms=window_ms, hop_ms=hop_ms)
-        call = (
-            f"num_frames({duration_s}, sample_rate={rate}, window_ms={window_ms}, hop_ms={hop_ms})"
+
+def _segments(labels) -> int:
+    """The number of runs of True in a boolean array."""
+    padded = np.concatenate([[False], labels, [False]]).astype(int)
+    return int(np.sum(np.diff(padded) == 1))
+
+
+def frames_and_segments(window_ms: float, hop_ms: float) -> tuple[int, int]:
+    """Lesson 01's experiment with other frames: (frames, voiced segments) of the 1 s signal."""
+    signal, _ = data.speech_like_signal(duration_s=1.0, sample_rate=16000)
+    frames = data.frame_signal(signal, 16000, window_ms, hop_ms)
+    return len(frames), _segments((frames**2).mean(axis=1) > VOICED_POWER)
+
+
+@exercise("01.3", "longer frames")
+def _check_count_segments(count_segments) -> None:
+    for window_ms, hop_ms in FRAME_SETTINGS:
+        call = f"count_segments({window_ms}, {hop_ms})"
+        got = count_segments(window_ms, hop_ms)
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            f"{call} returned {got!r}; return the pair (number of frames, number of segments).",
+        )
+        frames, segments = frames_and_segments(window_ms, hop_ms)
+        expect(
+            got[0] == frames,
+            f"{call} counts {got[0]} frames; data.frame_signal(signal, sample_rate, "
+            f"{window_ms}, {hop_ms}) cuts {frames}. Pass the window and hop through.",
         )
         expect(
-            isinstance(got, (int, np.integer)),
-            f"{call} returned {got!r} ({type(got).__name__}); a number of frames is an int.",
+            got[1] == segments,
+            f"{call} finds {got[1]} voiced segments, but the rule finds {segments}: label a "
+            "frame voiced when (frames**2).mean(axis=1) > 10**-3.6 (the mean, not the sum: "
+            "a longer window holds more samples), then count the runs of voiced frames.",
         )
-        if got != want:
-            if np.isclose(got, duration_s * 1000 / hop_ms):
-                hint = (
-                    "that counts one frame per hop, but the last window has to fit inside "
-                    "the signal: 1 + (n - W) // H."
-                )
-            else:
-                hint = (
-                    "count in samples: n = round(duration_s * sample_rate), W and H the window "
-                    "and hop in samples, then 1 + (n - W) // H."
-                )
-            expect(False, f"{call} returned {got}; data.frame_signal makes {want} frames; {hint}")
-    expect(
-        num_frames(1.0) == 98,
-        "with the default arguments (16 kHz, 25 ms, 10 ms) one second has 98 frames.",
-    )
 
 
 # --------------------------------------------------------------------------- 01.4

@@ -70,33 +70,34 @@ def _check_attend_all(attend_all) -> None:
         )
 
 
-def _queen_weight_after_scaling(factor: float) -> float:
+def _king_row(scale: float) -> np.ndarray:
+    """King's softmax weights over (king, queen, dog) with the embeddings scaled by ``scale``."""
     e = royal_embeddings()
-    x = factor * np.array([e["king"], e["queen"], e["dog"]])
-    _, weights = _reference(x)
-    return float(weights[0, 1])
+    x = scale * np.array([e["king"], e["queen"], e["dog"]])
+    return attn.softmax(x[0] @ x.T)
 
 
-@exercise("02.3", "queen's weight after scaling by 5")
-def _check_queen_weight(answer) -> None:
-    expect(
-        isinstance(answer, (int, float, np.floating)),
-        f"The answer should be one number (a float); got {type(answer).__name__}.",
-    )
-    answer = float(answer)
-    expect(0.0 <= answer <= 1.0, "A softmax weight lies between 0 and 1.")
-    mistakes = [
-        (1.0, "That is queen's weight before scaling. Multiply the three embeddings by 5 first."),
-        (10.0, "That is the weight after scaling by 10, from the lesson; this time scale by 5."),
-        (5**0.5, "Close: but scaling both vectors by 5 multiplies each dot product by 5 × 5 = 25."),
-    ]
-    for factor, hint in mistakes:
-        expect(abs(answer - _queen_weight_after_scaling(factor)) >= 5e-4, hint)
-    expect(
-        round(answer, 3) == round(_queen_weight_after_scaling(5.0), 3),
-        "Not quite. Scale king, queen and dog by 5, score king against all three "
-        "(dot products), take the softmax of that row and read off the queen entry.",
-    )
+@exercise("02.3", "turning the scale dial")
+def _check_king_weights(king_weights) -> None:
+    for scale in (0.0, 1.0, 2.0, 5.0, 10.0, 16.0, 0.5):
+        got = np.asarray(king_weights(scale), dtype=float)
+        call = f"king_weights({scale})"
+        expect(got.shape == (3,), f"{call} should be king's 3 weights; got shape {got.shape}.")
+        expect(
+            np.isclose(got.sum(), 1.0), f"{call} sums to {got.sum():.3f}; a softmax row sums to 1."
+        )
+        want = _king_row(scale)
+        if scale not in (0.0, 1.0):
+            expect(
+                not np.allclose(got, _king_row(np.sqrt(scale)), atol=1e-9),
+                f"{call} is the row for scores × {scale}: scaling both vectors by {scale} "
+                f"multiplies each dot product by {scale} × {scale}.",
+            )
+        expect(
+            np.allclose(got, want, atol=1e-9),
+            f"{call} is off: scale king, queen and dog by {scale}, take the dot products of "
+            "king with all three, then the softmax of that row.",
+        )
 
 
 def _rolled(x):

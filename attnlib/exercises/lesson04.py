@@ -163,53 +163,25 @@ def _check_cost(multi_head_cost) -> None:
 # --------------------------------------------------------------------------- 04.4
 
 
-@exercise("04.4", "masks for torch.nn.MultiheadAttention")
-def _check_torch_mask(to_pytorch_attn_mask) -> None:
-    import torch  # only this checker needs PyTorch
-
-    generator = torch.Generator().manual_seed(404)
-    eye = torch.eye(5, dtype=torch.bool)
-    causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    per_example = (torch.rand(3, 5, 5, generator=generator) < 0.5) | eye
-    cases = [(causal, 2), (causal[:3, :3], 1), (per_example, 2), (per_example[:2], 4)]
-    for mask, heads in cases:
-        got = torch.as_tensor(to_pytorch_attn_mask(mask.clone(), heads))
-        call = f"to_pytorch_attn_mask(mask of shape {tuple(mask.shape)}, num_heads={heads})"
-        batched = mask.dim() == 3
-        want_shape = (mask.shape[0] * heads, *mask.shape[1:]) if batched else tuple(mask.shape)
+@exercise("04.4", "more heads, same parameters")
+def _check_head_experiment(head_experiment) -> None:
+    losses = {}
+    for heads, seeds in [(1, [0]), (4, [0, 1])]:
+        call = f"head_experiment({heads}, {seeds})"
+        got = list(head_experiment(heads, seeds))
         expect(
-            got.dtype == torch.bool,
-            f"{call} has dtype {got.dtype}; return a boolean mask (True = blocked).",
+            len(got) == len(seeds) and all(np.isscalar(v) for v in got),
+            f"{call} returned {got!r}; return one test loss (a number) per seed.",
         )
-        expect(
-            tuple(got.shape) == want_shape,
-            f"{call} has shape {tuple(got.shape)}; nn.MultiheadAttention wants "
-            f"{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
-        )
-        inverted = (~mask).repeat_interleave(heads, dim=0) if batched else ~mask
-        if torch.equal(got, inverted):
-            continue
-        same = mask.repeat_interleave(heads, dim=0) if batched else mask
-        expect(
-            not torch.equal(got, same),
-            f"{call} is not inverted. In nn.MultiheadAttention True means *blocked*; in "
-            "attnlib True means *may attend*: use ~mask.",
-        )
-        expect(
-            not (batched and torch.equal(got, (~mask).repeat(heads, 1, 1))),
-            f"{call}: the heads are in the wrong order. PyTorch reads row b·H + h as example b, "
-            "head h, so all heads of example 0 come first: use repeat_interleave, not repeat.",
-        )
-        expect(False, f"{call} blocks the wrong entries: it should be ~mask, one copy per head.")
-    # The meaning, checked end to end: PyTorch with the converted mask equals attnlib.
-    torch.manual_seed(4)
-    module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
-    x = torch.randn(3, 5, 8, dtype=torch.float64, generator=generator)
-    with torch.no_grad():
-        theirs, _ = module(x, x, x, attn_mask=to_pytorch_attn_mask(per_example.clone(), 2))
-    layer = attn.MultiHeadAttention.from_torch(module)
-    ours, _ = layer(x.numpy(), mask=per_example[:, None].numpy())
+        losses[heads] = [float(v) for v in got]
     expect(
-        np.allclose(theirs.numpy(), ours, atol=1e-10),
-        "With your mask nn.MultiheadAttention does not reproduce attnlib's output.",
+        losses[1][0] > 0.18,
+        f"head_experiment(1, [0]) = {losses[1][0]:.3f}, but one head of width 16 stays above "
+        "0.2 on this task: pass num_heads on to train(num_heads, seed).",
+    )
+    expect(
+        max(losses[4]) < 0.2,
+        f"head_experiment(4, [0, 1]) = {losses[4]}: four heads of width 4 beat every single "
+        "head (below 0.2). Train with train(num_heads, seed), then measure the trained layer "
+        "with test_loss(layer).",
     )

@@ -10,45 +10,56 @@ from . import exercise, expect
 # --------------------------------------------------------------------------- 06.1
 
 
-@exercise("06.1", "a padding mask by hand")
-def _check_padding_mask(padding_mask_by_hand) -> None:
-    rng = np.random.default_rng(601)
-    cases = [([5, 3, 2], 5), ([1], 4), ([4, 4], 4), ([0, 2], 3), ([2, 6, 1], 7)]
-    cases += [(rng.integers(0, 9, size=4).tolist(), 9) for _ in range(3)]
-    for lengths, max_len in cases:
-        got = np.asarray(padding_mask_by_hand(list(lengths), max_len))
-        want = attn.padding_mask(lengths, max_len)
-        call = f"padding_mask_by_hand({lengths}, max_len={max_len})"
+@exercise("06.1", "masks for torch.nn.MultiheadAttention")
+def _check_torch_mask(to_pytorch_attn_mask) -> None:
+    import torch  # only this checker needs PyTorch
+
+    generator = torch.Generator().manual_seed(404)
+    eye = torch.eye(5, dtype=torch.bool)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    per_example = (torch.rand(3, 5, 5, generator=generator) < 0.5) | eye
+    cases = [(causal, 2), (causal[:3, :3], 1), (per_example, 2), (per_example[:2], 4)]
+    for mask, heads in cases:
+        got = torch.as_tensor(to_pytorch_attn_mask(mask.clone(), heads))
+        call = f"to_pytorch_attn_mask(mask of shape {tuple(mask.shape)}, num_heads={heads})"
+        batched = mask.dim() == 3
+        want_shape = (mask.shape[0] * heads, *mask.shape[1:]) if batched else tuple(mask.shape)
         expect(
-            got.dtype == bool,
-            f"{call} has dtype {got.dtype}; return a boolean mask (True = a real token).",
+            got.dtype == torch.bool,
+            f"{call} has dtype {got.dtype}; return a boolean mask (True = blocked).",
         )
-        if got.shape == want[:, 0].shape and np.array_equal(got, want[:, 0]):
-            expect(
-                False,
-                f"{call} has shape {got.shape}, the right values but no query axis. The mask "
-                f"must broadcast against scores (B, L_q, L_k): return shape {want.shape}, "
-                "e.g. with [:, None, :].",
-            )
         expect(
-            got.shape == want.shape,
-            f"{call} has shape {got.shape}; expected (B, 1, max_len) = {want.shape}.",
+            tuple(got.shape) == want_shape,
+            f"{call} has shape {tuple(got.shape)}; nn.MultiheadAttention wants "
+            f"{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
         )
-        if np.array_equal(got, want):
+        inverted = (~mask).repeat_interleave(heads, dim=0) if batched else ~mask
+        if torch.equal(got, inverted):
             continue
+        same = mask.repeat_interleave(heads, dim=0) if batched else mask
         expect(
-            not np.array_equal(got, ~want),
-            f"{call} is inverted: in attnlib True means *may attend*, so True marks the real "
-            "tokens and False the padding.",
+            not torch.equal(got, same),
+            f"{call} is not inverted. In nn.MultiheadAttention True means *blocked*; in "
+            "attnlib True means *may attend*: use ~mask.",
         )
-        positions = np.arange(max_len)
-        off_by_one = (positions <= np.asarray(lengths)[:, None])[:, None, :]
         expect(
-            not np.array_equal(got, off_by_one),
-            f"{call} marks one position too many: positions are counted from 0, so a sequence "
-            "of length n has real tokens at 0, …, n − 1.",
+            not (batched and torch.equal(got, (~mask).repeat(heads, 1, 1))),
+            f"{call}: the heads are in the wrong order. PyTorch reads row b·H + h as example b, "
+            "head h, so all heads of example 0 come first: use repeat_interleave, not repeat.",
         )
-        expect(False, f"{call} gives the wrong mask; expected\n{want.astype(int)}")
+        expect(False, f"{call} blocks the wrong entries: it should be ~mask, one copy per head.")
+    # The meaning, checked end to end: PyTorch with the converted mask equals attnlib.
+    torch.manual_seed(4)
+    module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
+    x = torch.randn(3, 5, 8, dtype=torch.float64, generator=generator)
+    with torch.no_grad():
+        theirs, _ = module(x, x, x, attn_mask=to_pytorch_attn_mask(per_example.clone(), 2))
+    layer = attn.MultiHeadAttention.from_torch(module)
+    ours, _ = layer(x.numpy(), mask=per_example[:, None].numpy())
+    expect(
+        np.allclose(theirs.numpy(), ours, atol=1e-10),
+        "With your mask nn.MultiheadAttention does not reproduce attnlib's output.",
+    )
 
 
 # --------------------------------------------------------------------------- 06.2
@@ -245,3 +256,29 @@ def _check_pre_norm_block(pre_norm_block) -> None:
             f"{call} gives the wrong numbers. Steps: x = x + MHA(norm1(x), mask), then "
             "y = x + FFN(norm2(x)).",
         )
+
+
+# --------------------------------------------------------------------------- 06.5
+
+
+@exercise("06.5", "garbage in the padding")
+def _check_padding_leak(padding_leak) -> None:
+    for noise in (0.0, 1.0, 5.0):
+        masked = float(padding_leak(noise, True))
+        expect(
+            masked < 1e-9,
+            f"padding_leak({noise}, masked=True) = {masked:.3g}: with the padding mask the real "
+            "tokens' outputs must equal those of each sentence run alone. Pass mask=valid.",
+        )
+    unmasked = {noise: float(padding_leak(noise, False)) for noise in (0.0, 5.0)}
+    expect(
+        min(unmasked.values()) > 1e-3,
+        f"padding_leak(noise, masked=False) = {unmasked}: without the mask the padding changes "
+        "the real tokens' outputs (the lesson found 0.54 with zero padding). Run the layer "
+        "without mask, and compare each sentence's real tokens with the sentence alone.",
+    )
+    expect(
+        unmasked[0.0] != unmasked[5.0],
+        "padding_leak gives the same number for zero padding and for noise of standard "
+        "deviation 5: put the noise into the padded positions of a copy of X.",
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import itertools
 
 import numpy as np
 
@@ -161,56 +161,31 @@ def _check_attend_one(attend_one_truncated) -> None:
 # --------------------------------------------------------------------------- 07.4
 
 
-def smallest_window_reference(offsets, num_layers: int = 1) -> int:
-    """The smallest window with which ``num_layers`` stacked truncated layers reach every
-    offset ``j − i`` in ``offsets`` (each layer reaches ``window`` further)."""
-    farthest = max(abs(int(o)) for o in offsets)
-    return math.ceil(farthest / num_layers)
+def best_local_accuracy(near: int, window: int) -> float:
+    """The best accuracy on the ±near majority task for a layer that sees ±window frames:
+    that of the majority of the visible frames, exact over all 2^(2·near + 1) patterns."""
+    patterns = np.array(list(itertools.product([-1, 1], repeat=2 * near + 1)))
+    majority = np.sign(patterns.sum(axis=1))
+    w = min(window, near)
+    visible = patterns[:, near - w : near + w + 1].sum(axis=1)  # an odd count: never 0
+    return float(np.mean(np.sign(visible) == majority))
 
 
-@exercise("07.4", "the smallest window that reaches")
-def _check_smallest_window(smallest_window) -> None:
-    cases = [
-        ([-3, -2, -1, 0, 1, 2, 3], 1),
-        ([-200], 1),
-        ([-200], 2),
-        ([-200], 3),
-        ([5, -2], 1),
-        ([0], 1),
-        ([0], 4),
-        ([-7, 7], 2),
-        ([-1], 5),
-        ([40, -41], 4),
-    ]
-    for offsets, layers in cases:
-        call = f"smallest_window({offsets}, num_layers={layers})"
-        got = smallest_window(list(offsets), layers)
-        want = smallest_window_reference(offsets, layers)
+@exercise("07.4", "a wider local task")
+def _check_local_accuracy(local_accuracy) -> None:
+    for near, window in [(5, 2), (5, 5)]:
+        call = f"local_accuracy({near}, {window})"
+        got = local_accuracy(near, window)
+        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one accuracy (a number).")
+        got, best = float(got), best_local_accuracy(near, window)
         expect(
-            float(got) == int(float(got)),
-            f"{call} returned {got}: a window is a whole number of frames.",
-        )
-        got = int(float(got))
-        if got == want:
-            continue
-        farthest = max(abs(o) for o in offsets)
-        expect(
-            got != math.ceil(max(offsets) / layers),
-            f"{call} returned {got}: offsets before the frame are negative; the distance to "
-            "reach is the largest absolute value.",
+            abs(got - best_local_accuracy(3, window)) > 0.02 or abs(got - best) < 0.02,
+            f"{call} = {got:.3f} is the accuracy of the ±3 task: pass near on to train(...) "
+            "and to accuracy(...), which both take near=.",
         )
         expect(
-            got != farthest // layers,
-            f"{call} returned {got}: {layers} layers of window {got} reach only "
-            f"{layers * got} frames, less than {farthest}. Round up.",
+            abs(got - best) < 0.03,
+            f"{call} = {got:.3f}, but a trained layer reaches the best possible, {best:.3f}: "
+            f'train with r = train("local", window, near=near), then measure '
+            f'accuracy(r, "local", window, x_test, near=near).',
         )
-        expect(
-            got != farthest or layers == 1,
-            f"{call} returned {got}: with {layers} stacked layers each layer only needs to "
-            "cover part of the distance (the reach adds up).",
-        )
-        expect(
-            got * layers >= farthest,
-            f"{call} returned {got}, which does not reach {farthest} frames.",
-        )
-        expect(False, f"{call} returned {got}; a smaller window ({want}) already reaches.")

@@ -64,39 +64,31 @@ def _check_unpatchify(unpatchify) -> None:
 # --------------------------------------------------------------------------- 08.2
 
 
-@exercise("08.2", "how many tokens, how long, how many weights")
-def _check_patch_tokens(patch_tokens) -> None:
-    cases = [(224, 224, 3, 16), (224, 224, 3, 1), (32, 32, 3, 8), (32, 48, 1, 8), (5, 10, 3, 1)]
-    for height, width, channels, patch in cases:
-        call = f"patch_tokens(height={height}, width={width}, channels={channels}, patch={patch})"
-        got = patch_tokens(height, width, channels, patch)
+@exercise("08.2", "the CNN's pooling")
+def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
+    results = {}
+    for pooling in ("max", "mean"):
+        call = f'pooled_cnn_accuracy("{pooling}", 200)'
+        got = pooled_cnn_accuracy(pooling, 200)
+        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one test accuracy.")
+        got = float(got)
         expect(
-            isinstance(got, tuple) and len(got) == 3,
-            "Return a tuple of three numbers: (num_tokens, token_dim, num_weights).",
+            0.6 < got <= 1.0,
+            f"{call} = {got:.3f}: a trained SmallCNN gets most of the 1000 test images right. "
+            "Train it with train(model, x, y, seed) on plus_or_times(size, seed=seed) and "
+            "measure accuracy(model, x_test, y_test).",
         )
-        num_tokens, token_dim, num_weights = (int(round(float(g))) for g in got)
-        want_tokens = (height // patch) * (width // patch)
-        want_dim = patch * patch * channels
-        expect(
-            num_tokens == want_tokens,
-            f"{call}: num_tokens = {num_tokens}, expected {want_tokens}. The image is cut into "
-            "a grid of (height/patch) × (width/patch) squares; each square is one token.",
-        )
-        expect(
-            token_dim != patch * patch or channels == 1,
-            f"{call}: token_dim = {token_dim} counts the pixels of a patch but not their "
-            "channels: every pixel brings `channels` numbers.",
-        )
-        expect(
-            token_dim == want_dim,
-            f"{call}: token_dim = {token_dim}, expected {want_dim}: a patch has patch × patch "
-            "pixels of `channels` numbers each.",
-        )
-        expect(
-            num_weights == want_tokens**2,
-            f"{call}: num_weights = {num_weights}, expected {want_tokens**2}. Every token "
-            "(query) has one weight for every token (key): an L × L matrix per head.",
-        )
+        results[pooling] = got
+    expect(
+        results["max"] > 0.95,
+        f'pooled_cnn_accuracy("max", 200) = {results["max"]:.3f}: the lesson\'s CNN (max '
+        "pooling) gets about 1.00 with 200 images. Build it with SmallCNN(seed, pooling=pooling).",
+    )
+    expect(
+        results["max"] != results["mean"],
+        "Both poolings give the same accuracy: pass the pooling on, "
+        "SmallCNN(seed, pooling=pooling).",
+    )
 
 
 # --------------------------------------------------------------------------- 08.3

@@ -209,3 +209,28 @@ def _check_path_length(path_length) -> None:
                     got is not None and int(got) == want,
                     f"{call} returned {got!r}, expected {want}. {hints[model]}",
                 )
+
+
+# --------------------------------------------------------------------------- 09.4
+
+
+@exercise("09.4", "attention without positions")
+def _check_reader_accuracy(reader_accuracy) -> None:
+    results = {}
+    for positions in (True, False):
+        call = f"reader_accuracy(10, positions={positions})"
+        got = reader_accuracy(10, positions)
+        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one test accuracy.")
+        results[positions] = float(got)
+        expect(0.0 <= results[positions] <= 1.0, f"{call} = {got!r} is not an accuracy.")
+    expect(
+        results[True] > 0.9,
+        f"reader_accuracy(10, positions=True) = {results[True]:.2f}: with positions the "
+        'attention reader solves L = 10. Train it with train_reader("attention", length, '
+        "positions=positions), which returns the test accuracy.",
+    )
+    expect(
+        results[False] < 0.6,
+        f"reader_accuracy(10, positions=False) = {results[False]:.2f}, as if it still had "
+        "positions: pass positions on to train_reader(..., positions=positions).",
+    )

@@ -161,53 +161,52 @@ def _check_hop_distances(hop_distances) -> None:
 # --------------------------------------------------------------------------- 10.3
 
 
-def _count_hints(masked, n, num_edges, directed, self_loops) -> list[str]:
-    """The mistakes that would give ``masked`` scores (more than one when they coincide)."""
-    loops = n if self_loops else 0
-    per_edge = 1 if directed else 2
-    hints = []
-    if not directed and masked == loops + num_edges:
-        hints.append("an undirected edge gives two scores, i → j and j → i.")
-    if directed and masked == loops + 2 * num_edges:
-        hints.append("a directed edge (i, j) gives one score, i → j.")
-    if self_loops and masked == per_edge * num_edges:
-        hints.append(f"with self_loops=True each node also scores itself: add {n}.")
-    if not self_loops and masked == n + per_edge * num_edges:
-        hints.append("with self_loops=False there are no self-scores.")
-    return hints
+def _distance(edges, num_nodes: int, source: int, target: int):
+    """Hops from source to target along undirected edges (breadth-first), or None."""
+    neighbours = [[] for _ in range(num_nodes)]
+    for a, b in edges:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    hops, queue = {source: 0}, deque([source])
+    while queue:
+        node = queue.popleft()
+        for other in neighbours[node]:
+            if other not in hops:
+                hops[other] = hops[node] + 1
+                queue.append(other)
+    return hops.get(target)
 
 
-@exercise("10.3", "how many scores?")
-def _check_count_scores(count_scores) -> None:
-    first_wrong = None
-    for name, edges, n in _graphs(1003):
-        for directed in (False, True):
-            for self_loops in (True, False):
-                call = (
-                    f"count_scores(edges of {name}, {n}, directed={directed}, "
-                    f"self_loops={self_loops})"
-                )
-                got = count_scores(list(edges), n, directed, self_loops)
-                expect(
-                    isinstance(got, tuple) and len(got) == 2,
-                    f"{call} should return a tuple of two numbers: (with the mask, without it).",
-                )
-                masked, full = (int(v) for v in got)
-                want = int(
-                    attn.graph_mask(edges, n, directed=directed, self_loops=self_loops).sum()
-                )
-                expect(
-                    full == n * n,
-                    f"{call}: without a mask every node scores every node, itself included: "
-                    f"{n}·{n} = {n * n} scores, not {full}.",
-                )
-                if masked == want:
-                    continue
-                hints = _count_hints(masked, n, len(edges), directed, self_loops)
-                # Where two mistakes give the same number, look for a case that tells them apart.
-                expect(len(hints) != 1, f"{call} = {masked}: {hints[0] if hints else ''}")
-                first_wrong = first_wrong or f"{call} = {masked}; the graph mask has {want} Trues."
-    expect(first_wrong is None, str(first_wrong))
+@exercise("10.3", "a shortcut and a cut")
+def _check_first_influence(first_influence) -> None:
+    graph = data.example_graph()
+    cases = [
+        ("the example graph", list(graph.edges), 1, 0),
+        ("with the shortcut 3-5", [*graph.edges, (2, 4)], 1, 0),
+        ("without the edge 4-7", [e for e in graph.edges if e != (3, 6)], 1, 0),
+        ("the example graph", list(graph.edges), 7, 2),
+        ("a path 1-2-...-8", [(i, i + 1) for i in range(7)], 0, 7),
+    ]
+    for name, edges, source, target in cases:
+        mask = attn.graph_mask(edges, 8)
+        hops = _distance(edges, 8, source, target)
+        want = hops if hops is not None and hops <= 6 else None
+        call = f"first_influence(mask of {name}, source={source}, target={target})"
+        got = first_influence(mask, source, target)
+        if want is None:
+            expect(
+                got is None,
+                f"{call} = {got!r}, but node {source + 1}'s change never reaches node "
+                f"{target + 1} within 6 layers: return None when no number of layers up to "
+                "len(stack) moves the output.",
+            )
+            continue
+        expect(
+            got == want,
+            f"{call} = {got!r}; the change first reaches it after {want} layers. Change "
+            "x[source], run gnn(changed, L, mask) for L = 1, 2, … and return the first L at "
+            "which the output of node target moves.",
+        )
 
 
 # --------------------------------------------------------------------------- 10.4

@@ -201,3 +201,50 @@ def _check_which_variants(answer) -> None:
                 continue
             verdict = "can" if variant in SOLVERS[task] else "cannot"
             expect(False, f"{task!r}: {variant} {verdict} do it: {_WHY[task, variant]}.")
+
+
+# --------------------------------------------------------------------------- 11.4
+
+
+def reference_relative_errors(sharpness: float, length: int = 1024) -> dict[str, float]:
+    """Lesson 11's local task at a given sharpness: each approximation's mean absolute error,
+    relative to uniform attention's (window and rank 64)."""
+    position = attn.sinusoidal_positional_encoding(length, 64)
+    values = np.random.default_rng(0).normal(0.0, 1.0, (length, 64))
+    q = k = sharpness * position
+    exact, _ = attn.attention(q, k, values)
+    size = length // 64
+    projection = np.kron(np.eye(64), np.full((1, size), 1.0 / size))
+    outputs = {
+        "truncated": attn.truncated_attention(q, k, values, 64),
+        "linear": attn.linear_attention(q, k, values),
+        "low-rank": attn.low_rank_attention(q, k, values, projection)[0],
+    }
+    uniform = np.abs(values.mean(axis=0) - exact).mean()
+    return {name: float(np.abs(y - exact).mean() / uniform) for name, y in outputs.items()}
+
+
+@exercise("11.4", "softer attention")
+def _check_relative_errors(relative_errors) -> None:
+    for sharpness in (0.5, 2.0):
+        call = f"relative_errors({sharpness})"
+        got = relative_errors(sharpness)
+        want = reference_relative_errors(sharpness)
+        expect(
+            isinstance(got, dict) and set(got) == set(want),
+            f"{call} should be a dict with the keys {sorted(want)}; got {got!r}.",
+        )
+        for name in want:
+            value = float(got[name])
+            expect(
+                not np.isclose(value, reference_relative_errors(2.0)[name], rtol=1e-6)
+                or sharpness == 2.0,
+                f"{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
+                "local_inputs(1024, sharpness=sharpness).",
+            )
+            expect(
+                np.isclose(value, want[name], rtol=1e-6),
+                f"{call}[{name!r}] = {value:.4f}, expected {want[name]:.4f}: divide "
+                "mae(y, y_exact) by mae(uniform output, y_exact), with y_exact from "
+                "attn.attention(q, k, v) on local_inputs(1024, sharpness=sharpness).",
+            )

@@ -1,0 +1,110 @@
+"""A learner's first run, for real.
+
+A brand-new virtual environment starts with what Colab has before a lesson's first cell runs:
+Python, a Jupyter kernel, and PyTorch (linked from the book's environment, so that the test
+downloads nothing big). Lessons 01 and 12 are copied out of the repository and executed top
+to bottom in a kernel of that environment. Their own setup cell installs `attnlib[lessons]`,
+pointed at this checkout with `ATTNLIB_SOURCE` (the way a fork or a mirror would be), so a
+dependency missing from the extra, or a lesson that reaches outside the package, fails here.
+
+The exercise cells are filled with deliberately wrong attempts first. "Run all" runs the
+hidden solutions too (each asserts that it passes its checker); afterwards every checker must
+still report the learner's own attempt as wrong: the solutions never replace it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LESSONS = ["01_sequences_of_vectors", "12_putting_it_together"]
+CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
+
+
+def run(*command, **kwargs):
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    assert proc.returncode == 0, f"{' '.join(map(str, command))}:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def link_preinstalled_torch(venv_python: Path, folder: Path) -> None:
+    """Make the book environment's PyTorch visible to the new environment, and nothing else:
+    a folder with links to torch's own packages and metadata, named in a .pth file."""
+    torch = importlib.metadata.distribution("torch")
+    folder.mkdir()
+    site = Path(str(torch.locate_file("")))
+    for top in {f.parts[0] for f in torch.files} - {".."}:
+        (folder / top).symlink_to(site / top)
+    purelib = run(venv_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))")
+    (Path(purelib.stdout.strip()) / "preinstalled_torch.pth").write_text(f"{folder}\n")
+
+
+@pytest.fixture(scope="module")
+def learner_kernel(tmp_path_factory):
+    """A new virtual environment with ipykernel and PyTorch only; returns the kernel's name,
+    the JUPYTER_PATH that holds its kernelspec, and the environment for the kernel."""
+    root = tmp_path_factory.mktemp("learner")
+    run(sys.executable, "-m", "venv", root / "venv")
+    python = root / "venv" / "bin" / "python"
+    link_preinstalled_torch(python, root / "preinstalled")
+    constraints = ROOT / "requirements.txt"  # the book's pins, as a learner's make would use
+    run(python, "-m", "pip", "install", "--quiet", "-c", constraints, "ipykernel")
+    spec = root / "jupyter" / "kernels" / "learner"
+    spec.mkdir(parents=True)
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.joinpath("kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "A learner", "language": "python"})
+    )
+    env = dict(os.environ)
+    env.update({"ATTNLIB_SOURCE": str(ROOT), "PIP_CONSTRAINT": str(constraints)})
+    env.pop("PYTHONPATH", None)
+    return "learner", root / "jupyter", env, python
+
+
+def with_wrong_attempts(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Replace every exercise cell by a deliberately wrong attempt; return {id: name}."""
+    attempts = {}
+    for cell in nb.cells:
+        if "exercise" in cell.metadata.get("tags", []):
+            exercise_id, name = CHECK.search(cell.source).groups()
+            cell.source = (
+                f"def {name}(*args, **kwargs):  # a deliberately wrong attempt\n"
+                f"    return None\n\n\ncheck({exercise_id!r}, {name})"
+            )
+            attempts[exercise_id] = name
+    return attempts
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path, monkeypatch):
+    kernel_name, jupyter_path, env, python = learner_kernel
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
+    nb = nbformat.read(ROOT / "lessons" / f"{lesson}.ipynb", as_version=4)
+    attempts = with_wrong_attempts(nb)
+    assert attempts, "every lesson has exercises"
+    statuses = ", ".join(f"{i!r}: check({i!r}, {name}).status" for i, name in attempts.items())
+    final = f"import attnlib\n\nprint({{{statuses}}})\nprint(attnlib.__file__)"
+    nb.cells.append(nbformat.v4.new_code_cell(final))
+    client = NotebookClient(
+        nb, timeout=600, kernel_name=kernel_name, resources={"metadata": {"path": str(tmp_path)}}
+    )
+    client.execute(env=env)
+
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    printed = "".join(o.get("text", "") for o in setup.outputs)
+    assert f"attnlib installed from {ROOT}" in printed, printed
+    statuses, where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
+    assert statuses == str({i: "wrong" for i in attempts}), statuses
+    # The lesson imported the package installed in the learner's environment, not this checkout.
+    assert where.startswith(str(python.parent.parent / "lib")), where
