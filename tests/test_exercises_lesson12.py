@@ -2,134 +2,136 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import numpy as np
 
-import pytest
-import torch
-
-from attnlib import data
+from attnlib import numpy as attn
 from attnlib.exercises.lesson12 import (
-    MODELS,
-    PAIRS,
-    can_tag_reference,
-    conflict,
-    majority_baseline_reference,
+    SOLVERS,
+    attention_madds_reference,
+    pooling_projection,
+    reference_relative_errors,
 )
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def window_features(x, lengths, w):
-    batch, length, dim = x.shape
-    real = torch.arange(length)[None, :] < torch.as_tensor(lengths)[:, None]  # (B, L)
-    x = x * real[..., None]  # the padding becomes zeros
-    padded = torch.cat([x.new_zeros(batch, w, dim), x, x.new_zeros(batch, w, dim)], dim=1)
-    return torch.cat([padded[:, k : k + length] for k in range(2 * w + 1)], dim=-1)
+def low_rank_by_hand(q, k, v, projection_k, projection_v):
+    k_small, v_small = projection_k @ k, projection_v @ v  # (rank, d_k), (rank, d_v)
+    scores = q @ k_small.T / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ v_small
 
 
-CAN_TAG = {
-    "A": {"per-token FC", "window FC", "attention without positions", "attention with positions"},
-    "B": {"window FC", "attention with positions"},
-    "C": {"window FC", "attention with positions"},
-    "D": {"window FC", "attention without positions", "attention with positions"},
+def attention_madds(L, d, window, rank):
+    return {
+        "exact": 2 * L * L * d,
+        "truncated": 2 * L * (2 * window + 1) * d,
+        "linear": 2 * L * d * d,
+        "low-rank": 4 * L * rank * d,
+    }
+
+
+WHICH = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
 }
-
-
-def majority_baseline(train, test):
-    counts = defaultdict(Counter)
-    for words, tags in train:
-        for word, tag in zip(words, tags):
-            counts[word][tag] += 1
-    hits = [
-        counts[word].most_common(1)[0][0] == tag
-        for words, tags in test
-        for word, tag in zip(words, tags)
-        if word in data.AMBIGUOUS_WORDS
-    ]
-    return sum(hits) / len(hits)
-
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def window_ignoring_lengths(x, lengths, w):
-    return window_features(x, [x.shape[1]] * x.shape[0], w)
+def low_rank_no_projection(q, k, v, projection_k, projection_v):
+    return attn.attention(q, k, v)[0]
 
 
-def window_reversed(x, lengths, w):
-    out = window_features(x, lengths, w)
-    blocks = out.reshape(*out.shape[:2], 2 * w + 1, -1)
-    return blocks.flip(2).reshape(out.shape)
+def low_rank_shared(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_k)[0]
 
 
-def window_wraps_around(x, lengths, w):
-    real = torch.arange(x.shape[1])[None, :] < torch.as_tensor(lengths)[:, None]
-    x = x * real[..., None]
-    return torch.cat([torch.roll(x, w - k, dims=1) for k in range(2 * w + 1)], dim=-1)
+def low_rank_unscaled(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=1.0)[0]
 
 
-def window_in_place(x, lengths, w):
-    for b, n in enumerate(lengths):
-        x[b, int(n) :] = 0.0
-    return window_features(x, lengths, w)
+def low_rank_rank_scale(q, k, v, projection_k, projection_v):
+    rank = projection_k.shape[0]
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=rank**-0.5)[0]
 
 
-def baseline_in_sample(train, test):
-    return majority_baseline(test, test)
+def low_rank_projects_queries(q, k, v, projection_k, projection_v):
+    return attn.attention(projection_k @ q, projection_k @ k, projection_v @ v)[0]
 
 
-def baseline_all_words(train, test):
-    counts = defaultdict(Counter)
-    for words, tags in train:
-        for word, tag in zip(words, tags):
-            counts[word][tag] += 1
-    hits = [counts[w].most_common(1)[0][0] == t for ws, ts in test for w, t in zip(ws, ts)]
-    return sum(hits) / len(hits)
+def madds_one_product(L, d, window, rank):
+    return {name: count // 2 for name, count in attention_madds(L, d, window, rank).items()}
 
 
-def baseline_always_noun(train, test):
-    tags = [t for ws, ts in test for w, t in zip(ws, ts) if w in data.AMBIGUOUS_WORDS]
-    return tags.count("NOUN") / len(tags)
+def madds_window_one_side(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * window * d}
+
+
+def madds_masked(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * L * d}
+
+
+def madds_no_projection(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "low-rank": 2 * L * rank * d}
+
+
+def madds_linear_quadratic(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "linear": 2 * L * L * d}
+
+
+def relative_errors(sharpness):
+    return reference_relative_errors(sharpness)
 
 
 CORRECT = {
-    "12.1": window_features,
-    "12.2": CAN_TAG,
-    "12.3": majority_baseline,
-    "12.4": lambda num_sentences, seed=0: 0.72,
+    "12.1": low_rank_by_hand,
+    "12.2": attention_madds,
+    "12.4": relative_errors,
+    "12.3": WHICH,
 }
 
 WRONG = [
-    ("12.1", window_ignoring_lengths, "padding leaks in"),
-    ("12.1", window_reversed, "wrong order"),
-    ("12.1", window_wraps_around, "no wrapping"),
-    ("12.1", window_in_place, "in place"),
-    ("12.1", lambda x, lengths, w: x, "shape"),
-    ("12.2", {**CAN_TAG, "B": set(MODELS)}, "one input, one output"),
-    (
-        "12.2",
-        {**CAN_TAG, "C": {"window FC", "attention without positions", "attention with positions"}},
-        "attention without positions",
-    ),
-    ("12.2", {**CAN_TAG, "D": {"window FC", "attention with positions"}}, "can: it sees"),
-    ("12.2", {**CAN_TAG, "A": {"FC"}}, "unknown models"),
-    ("12.2", {"A": set()}, "keys"),
-    ("12.3", baseline_in_sample, "test set"),
-    ("12.3", baseline_all_words, "all words"),
-    ("12.3", baseline_always_noun, "always answering NOUN"),
-    ("12.3", lambda train, test: "0.5", "a number between 0 and 1"),
-    ("12.4", lambda num_sentences, seed=0: 1.0, "sees the word order"),
-    ("12.4", lambda num_sentences, seed=0: 0.4, "majority-tag baseline"),
-    ("12.4", lambda num_sentences, seed=0: [0.7], "one accuracy"),
+    ("12.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
+    ("12.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
+    ("12.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),
+    ("12.1", low_rank_no_projection, "mixed down"),
+    ("12.1", low_rank_shared, "projection_v"),
+    ("12.1", low_rank_unscaled, "1/sqrt(d_k)"),
+    ("12.1", low_rank_rank_scale, "not 1/sqrt(rank)"),
+    ("12.1", low_rank_projects_queries, "queries stay"),
+    ("12.2", madds_one_product, "two"),
+    ("12.2", madds_window_one_side, "2w + 1"),
+    ("12.2", madds_masked, "never computes"),
+    ("12.2", madds_no_projection, "projections"),
+    ("12.2", madds_linear_quadratic, "never forms"),
+    ("12.2", lambda *args: 42, "dict"),
+    ("12.3", {**WHICH, "smooth": {"exact", "truncated", "linear"}}, "linear cannot"),
+    ("12.3", {**WHICH, "copy far": {"exact", "low-rank"}}, "rank must be L"),
+    ("12.3", {**WHICH, "global mean": {"exact"}}, "linear can"),
+    ("12.3", {**WHICH, "global mean": {"exact", "truncated", "linear", "low-rank"}}, "129"),
+    ("12.3", {**WHICH, "smooth": {"exact", "window"}}, "the variants are"),
+    ("12.3", {"smooth": {"exact"}}, "keys"),
 ]
 
 
-def test_can_tag_reference_is_the_hand_written_answer():
-    assert can_tag_reference() == CAN_TAG
-    assert conflict("per-token FC", PAIRS["C"]) is not None
-    assert conflict("attention with positions", PAIRS["B"]) is None
+def test_references_agree_with_attnlib():
+    assert attention_madds_reference(4096, 64, 64, 64) == attention_madds(4096, 64, 64, 64)
+    assert SOLVERS == WHICH
+    projection = pooling_projection(12, 3)
+    assert projection.shape == (3, 12) and np.allclose(projection.sum(axis=1), 1.0)
+    x = np.arange(12.0)[:, None]
+    assert np.allclose(projection @ x, [[1.5], [5.5], [9.5]])  # segment means
 
 
-def test_majority_reference_on_the_lesson_split():
-    train, test = data.tagging_corpus(2000, seed=0), data.tagging_corpus(500, seed=1000)
-    assert majority_baseline_reference(train, test) == pytest.approx(majority_baseline(train, test))
+def test_global_mean_is_exact_for_linear_and_low_rank():
+    rng = np.random.default_rng(0)
+    length, d = 256, 8
+    q = np.zeros((length, d))
+    k, v = rng.normal(0.0, 1.0, (2, length, d))
+    mean = np.broadcast_to(v.mean(axis=0), v.shape)
+    assert np.allclose(attn.linear_attention(q, q, v), mean)  # q = k = 0: phi = 1, uniform
+    assert not np.allclose(attn.linear_attention(q, k, v), mean)  # q = 0 alone is not enough
+    assert np.allclose(attn.low_rank_attention(q, k, v, pooling_projection(length, 64))[0], mean)
+    assert np.allclose(attn.attention(q, k, v)[0], mean)

@@ -28,7 +28,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LESSONS = ["01_sequences_of_vectors", "12_putting_it_together"]
+LESSONS = ["01_sequences_of_vectors", "13_putting_it_together"]
 CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
 
 

@@ -104,10 +104,10 @@ from . import (  # noqa: E402, F401
     lesson04,
     lesson05,
     lesson06,
-    lesson07,
     lesson08,
     lesson09,
     lesson10,
     lesson11,
     lesson12,
+    lesson13,
 )

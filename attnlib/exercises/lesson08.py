@@ -2,185 +2,190 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
+from .. import numpy as attn
 from . import exercise, expect
 
-# --------------------------------------------------------------------------- 08.1
+# --------------------------------------------------------------------------- 07.1
 
 
-def patchify_reference(image: np.ndarray, patch: int) -> np.ndarray:
-    """(H, W, C) -> (H/p · W/p, p·p·C): patches in raster order, each flattened row by row."""
-    height, width, channels = image.shape
-    grid = image.reshape(height // patch, patch, width // patch, patch, channels)
-    return grid.transpose(0, 2, 1, 3, 4).reshape(-1, patch * patch * channels)
+def keys_seen_reference(length: int, window: int, i: int, causal: bool = False) -> int:
+    """How many keys query ``i`` may attend to: ``|i − j| <= window``, ``0 <= j < length``
+    (and ``j <= i`` when ``causal``)."""
+    last = i if causal else min(i + window, length - 1)
+    return last - max(i - window, 0) + 1
 
 
-def unpatchify_reference(tokens: np.ndarray, height: int, width: int, patch: int) -> np.ndarray:
-    """The inverse of ``patchify_reference``: (N, p·p·C) -> (H, W, C)."""
-    channels = tokens.shape[-1] // (patch * patch)
-    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
-    return grid.transpose(0, 2, 1, 3, 4).reshape(height, width, channels)
-
-
-@exercise("08.1", "from patch tokens back to the image")
-def _check_unpatchify(unpatchify) -> None:
-    rng = np.random.default_rng(801)
-    cases = [(4, 4, 3, 2), (5, 10, 3, 1), (8, 12, 3, 4), (6, 9, 1, 3), (16, 16, 2, 8)]
-    for height, width, channels, patch in cases:
-        image = rng.normal(0.0, 1.0, (height, width, channels))
-        tokens = patchify_reference(image, patch)
-        call = (
-            f"unpatchify(tokens of shape {tokens.shape}, height={height}, width={width}, "
-            f"patch={patch})"
-        )
-        got = np.asarray(unpatchify(tokens.copy(), height, width, patch))
-        expect(
-            got.shape == image.shape,
-            f"{call} has shape {got.shape}; expected (height, width, channels) = {image.shape}.",
-        )
-        if np.allclose(got, image):
-            continue
-        expect(
-            not np.allclose(got, tokens.reshape(image.shape)),
-            f"{call}: a plain reshape reads the numbers in memory order, so the first token "
-            "fills the first image row(s). A token is a p×p square: reshape to "
-            "(H/p, W/p, p, p, C) first, then put the axes in the order (H/p, p, W/p, p, C).",
-        )
-        rows, cols = height // patch, width // patch
-        swapped_grid = tokens.reshape(cols, rows, patch, patch, channels).transpose(1, 2, 0, 3, 4)
-        expect(
-            not np.allclose(got, swapped_grid.reshape(image.shape)),
-            f"{call}: the patches land in the wrong places. Patches are numbered row by row: "
-            "token k is patch row k // (W/p), patch column k % (W/p).",
-        )
-        expect(
-            False,
-            f"{call} has the right shape but the wrong numbers. Inside a token the pixels are "
-            "stored row by row, each pixel's C channels together: (p, p, C).",
-        )
-
-
-# --------------------------------------------------------------------------- 08.2
-
-
-@exercise("08.2", "the CNN's pooling")
-def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
-    results = {}
-    for pooling in ("max", "mean"):
-        call = f'pooled_cnn_accuracy("{pooling}", 200)'
-        got = pooled_cnn_accuracy(pooling, 200)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one test accuracy.")
-        got = float(got)
-        expect(
-            0.6 < got <= 1.0,
-            f"{call} = {got:.3f}: a trained SmallCNN gets most of the 1000 test images right. "
-            "Train it with train(model, x, y, seed) on plus_or_times(size, seed=seed) and "
-            "measure accuracy(model, x_test, y_test).",
-        )
-        results[pooling] = got
-    expect(
-        results["max"] > 0.95,
-        f'pooled_cnn_accuracy("max", 200) = {results["max"]:.3f}: the lesson\'s CNN (max '
-        "pooling) gets about 1.00 with 200 images. Build it with SmallCNN(seed, pooling=pooling).",
-    )
-    expect(
-        results["max"] != results["mean"],
-        "Both poolings give the same accuracy: pass the pooling on, "
-        "SmallCNN(seed, pooling=pooling).",
-    )
-
-
-# --------------------------------------------------------------------------- 08.3
-
-
-@exercise("08.3", "receptive field of stacked convolutions")
-def _check_receptive_field(receptive_field) -> None:
-    cases = [(1, 3), (2, 3), (3, 3), (10, 3), (1, 5), (4, 5), (3, 7), (5, 1)]
-    for num_layers, kernel_size in cases:
-        want = 1 + num_layers * (kernel_size - 1)
-        call = f"receptive_field(num_layers={num_layers}, kernel_size={kernel_size})"
-        got = int(round(float(receptive_field(num_layers, kernel_size))))
-        if got == want:
-            continue
-        expect(
-            got != num_layers * kernel_size,
-            f"{call} = {got} = num_layers × kernel_size. Consecutive windows overlap: each new "
-            "layer adds kernel_size − 1 pixels to the side, not kernel_size.",
-        )
-        expect(
-            got != kernel_size**num_layers,
-            f"{call} = {got} = kernel_size ** num_layers: that grows far too fast. Each layer "
-            "widens the window by a fixed amount, so the size grows linearly with the depth.",
-        )
-        expect(
-            False,
-            f"{call} = {got}, expected {want}. One k×k layer sees k pixels across; every further "
-            "layer adds (k − 1) // 2 on each side.",
-        )
-
-
-# --------------------------------------------------------------------------- 08.4
-
-
-def _conv_by_heads(x: np.ndarray, kernel: np.ndarray, head_weights) -> np.ndarray:
-    """Σ over offsets of shifted(x) @ head_weights(kernel, dr, dc), zero padding; x (H, W, C_in)."""
-    size = kernel.shape[-1]
-    r = size // 2
-    height, width, _ = x.shape
-    padded = np.pad(x, ((r, r), (r, r), (0, 0)))
-    out = np.zeros((height, width, kernel.shape[0]))
-    for dr in range(-r, r + 1):
-        for dc in range(-r, r + 1):
-            shifted = padded[r + dr : r + dr + height, r + dc : r + dc + width]
-            out += shifted @ np.asarray(head_weights(kernel, dr, dc), dtype=float)
-    return out
-
-
-@exercise("08.4", "the weights of the head for offset (dr, dc)")
-def _check_head_weights(head_weights) -> None:
-    import torch  # only this checker needs PyTorch
-
-    rng = np.random.default_rng(804)
-    for c_out, c_in, size in [(2, 3, 3), (4, 1, 3), (3, 5, 5)]:
-        kernel = rng.normal(0.0, 1.0, (c_out, c_in, size, size))
-        r = size // 2
-        for dr, dc in [(-1, 0), (0, 1), (1, -1), (0, 0), (-r, r)]:
-            call = f"head_weights(kernel of shape {kernel.shape}, dr={dr}, dc={dc})"
-            got = np.asarray(head_weights(kernel.copy(), dr, dc), dtype=float)
-            want = kernel[:, :, r + dr, r + dc].T
-            expect(
-                got.shape != (c_out, c_in) or c_out == c_in,
-                f"{call} has shape {got.shape} = (C_out, C_in). Tokens are rows and are "
-                "multiplied from the left, x @ W, so W must be (C_in, C_out): transpose.",
-            )
-            expect(
-                got.shape == want.shape,
-                f"{call} has shape {got.shape}; expected (C_in, C_out) = {want.shape}.",
-            )
-            if np.allclose(got, want):
+@exercise("08.1", "how many keys does a query see?")
+def _check_keys_seen(keys_seen) -> None:
+    rng = np.random.default_rng(701)
+    cases = [(10, 2, 5), (10, 2, 0), (10, 2, 9), (10, 2, 1), (6000, 50, 3000), (6000, 50, 0)]
+    cases += [(5, 10, 2), (1, 0, 0), (7, 0, 3), (100, 99, 0), (100, 100, 50)]
+    for _ in range(20):
+        length = int(rng.integers(1, 60))
+        cases.append((length, int(rng.integers(0, 70)), int(rng.integers(0, length))))
+    for causal in (False, True):
+        for length, window, i in cases:
+            call = f"keys_seen(length={length}, window={window}, i={i}, causal={causal})"
+            got = keys_seen(length, window, i, causal)
+            want = keys_seen_reference(length, window, i, causal)
+            if got == want:
                 continue
+            middle = 2 * window + 1 if not causal else window + 1
             expect(
-                not np.allclose(got, kernel[:, :, r - dr, r - dc].T),
-                f"{call}: this is the tap at (−dr, −dc). PyTorch's Conv2d does not flip the "
-                "kernel (it computes a cross-correlation): the neighbour at offset (dr, dc) "
-                f"meets kernel[:, :, {r} + dr, {r} + dc].",
+                got != middle,
+                f"{call} returned {got}: that is the count in the middle of the sequence. "
+                "Near the edges some of those keys do not exist (j < 0 or j >= length).",
             )
             expect(
-                not np.allclose(got, kernel[:, :, r + dc, r + dr].T),
-                f"{call}: rows and columns are swapped. dr moves down the rows (the kernel's "
-                "axis 2), dc along the columns (axis 3).",
+                got != want - 1 and got != want - 2,
+                f"{call} returned {got}, expected {want}. The window is inclusive: |i − j| "
+                "<= window, and the query's own key j = i counts too.",
             )
-            expect(False, f"{call} gives the wrong numbers; expected kernel[:, :, r+dr, r+dc].T.")
-    # The meaning, checked end to end: summing the heads reproduces PyTorch's convolution.
-    kernel = rng.normal(0.0, 1.0, (2, 3, 3, 3))
-    x = rng.normal(0.0, 1.0, (5, 6, 3))
-    ours = _conv_by_heads(x, kernel, head_weights)
-    theirs = torch.nn.functional.conv2d(
-        torch.from_numpy(x).permute(2, 0, 1)[None], torch.from_numpy(kernel), padding=1
-    )[0].permute(1, 2, 0)
-    expect(
-        np.allclose(ours, theirs.numpy(), atol=1e-10),
-        "Summing shifted(x) @ head_weights(kernel, dr, dc) over all offsets does not reproduce "
-        "torch.nn.functional.conv2d(..., padding=1).",
-    )
+            if causal:
+                expect(
+                    got != keys_seen_reference(length, window, i),
+                    f"{call} returned {got}: with causal=True the keys after i (j > i) are "
+                    "blocked as well.",
+                )
+            expect(False, f"{call} returned {got}, expected {want}.")
+    # The meaning, checked against the mask itself.
+    for length, window in [(9, 2), (13, 4), (4, 6)]:
+        rows = attn.window_mask(length, window).sum(axis=1)
+        got = [keys_seen(length, window, i, False) for i in range(length)]
+        expect(list(rows) == got, f"keys_seen does not match window_mask({length}, {window}).")
+
+
+# --------------------------------------------------------------------------- 07.2
+
+
+def score_bytes_reference(length: int, num_heads: int, window: int, dtype) -> tuple[int, int]:
+    """Bytes of the attention scores of one layer: all ``L × L`` pairs (dense) and only the
+    pairs inside the band (truncated), ``num_heads`` heads, entries of ``dtype``."""
+    size = np.dtype(dtype).itemsize
+    band = sum(keys_seen_reference(length, window, i) for i in range(length))
+    return num_heads * length * length * size, num_heads * band * size
+
+
+@exercise("08.2", "memory of dense and truncated scores")
+def _check_score_bytes(score_bytes) -> None:
+    cases = [
+        (6000, 8, 50, "float32"),
+        (100, 1, 2, "float32"),
+        (1000, 4, 5, "float16"),
+        (2048, 12, 64, "float64"),
+        (10, 2, 3, np.float32),
+        (7, 3, 10, "float32"),
+        (1, 1, 0, "float64"),
+        (500, 8, 0, "float16"),
+    ]
+    for length, heads, window, dtype in cases:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
+        call = f"score_bytes(length={length}, num_heads={heads}, window={window}, dtype={name!r})"
+        got = score_bytes(length, heads, window, dtype)
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            "Return a tuple of two numbers: (dense_bytes, truncated_bytes).",
+        )
+        dense, truncated = (int(round(float(g))) for g in got)
+        want_dense, want_truncated = score_bytes_reference(length, heads, window, dtype)
+        size = np.dtype(dtype).itemsize
+        expect(
+            dense != want_dense * 8,
+            f"{call}: dense = {dense} looks like bits. Count bytes: np.dtype(dtype).itemsize "
+            "is 4 for float32.",
+        )
+        expect(
+            dense != want_dense // heads or heads == 1,
+            f"{call}: dense = {dense} is one head's worth. Every head has its own L × L scores.",
+        )
+        expect(
+            dense == want_dense,
+            f"{call}: dense = {dense}, expected {want_dense}: num_heads · L · L · bytes per entry.",
+        )
+        no_edges = heads * length * (2 * window + 1) * size
+        expect(
+            truncated != no_edges or no_edges == want_truncated,
+            f"{call}: truncated = {truncated} gives every query 2·window + 1 keys; near the "
+            "edges (and when the window is longer than the sequence) a query sees fewer.",
+        )
+        expect(
+            truncated == want_truncated,
+            f"{call}: truncated = {truncated}, expected {want_truncated}: num_heads · (number "
+            "of pairs with |i − j| <= window) · bytes per entry.",
+        )
+
+
+# --------------------------------------------------------------------------- 07.3
+
+
+@exercise("08.3", "truncated attention for one query, with loops")
+def _check_attend_one(attend_one_truncated) -> None:
+    rng = np.random.default_rng(703)
+    cases = [(10, 4, 2, 5), (10, 4, 2, 0), (10, 4, 2, 9), (12, 3, 0, 6), (8, 5, 20, 3)]
+    cases += [(30, 6, 4, 1), (30, 6, 4, 28), (1, 3, 2, 0)]
+    for length, d, window, i in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d))
+        v = rng.normal(0.0, 1.0, (length, d + 1))
+        call = f"attend_one_truncated(q, k, v, i={i}, window={window}) with L={length}, d={d}"
+        got = np.asarray(attend_one_truncated(q.copy(), k.copy(), v.copy(), i, window), float)
+        want = attn.truncated_attention(q, k, v, window)[i]
+        expect(
+            got.shape == want.shape,
+            f"{call} has shape {got.shape}; expected one output vector of shape {want.shape}.",
+        )
+        if np.allclose(got, want, atol=1e-10):
+            continue
+        everything = attn.attention(q, k, v)[0][i]
+        unscaled = attn.attention(q, k, v, attn.window_mask(length, window), scale=1.0)[0][i]
+        narrow = attn.attention(q, k, v, attn.window_mask(length, max(window - 1, 0)))[0][i]
+        expect(
+            not np.allclose(got, everything, atol=1e-10),
+            f"{call} attends to every key; only keys with |i − j| <= window may take part.",
+        )
+        expect(
+            not np.allclose(got, unscaled, atol=1e-10),
+            f"{call}: the scores need the usual scale 1/sqrt(d), as in truncated_attention.",
+        )
+        expect(
+            window == 0 or not np.allclose(got, narrow, atol=1e-10),
+            f"{call}: the window is inclusive, |i − j| <= window: keys i − window and "
+            "i + window take part too.",
+        )
+        expect(False, f"{call} gives the wrong numbers; compare with truncated_attention(...)[i].")
+
+
+# --------------------------------------------------------------------------- 07.4
+
+
+def best_local_accuracy(near: int, window: int) -> float:
+    """The best accuracy on the ±near majority task for a layer that sees ±window frames:
+    that of the majority of the visible frames, exact over all 2^(2·near + 1) patterns."""
+    patterns = np.array(list(itertools.product([-1, 1], repeat=2 * near + 1)))
+    majority = np.sign(patterns.sum(axis=1))
+    w = min(window, near)
+    visible = patterns[:, near - w : near + w + 1].sum(axis=1)  # an odd count: never 0
+    return float(np.mean(np.sign(visible) == majority))
+
+
+@exercise("08.4", "a wider local task")
+def _check_local_accuracy(local_accuracy) -> None:
+    for near, window in [(5, 2), (5, 5)]:
+        call = f"local_accuracy({near}, {window})"
+        got = local_accuracy(near, window)
+        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one accuracy (a number).")
+        got, best = float(got), best_local_accuracy(near, window)
+        expect(
+            abs(got - best_local_accuracy(3, window)) > 0.02 or abs(got - best) < 0.02,
+            f"{call} = {got:.3f} is the accuracy of the ±3 task: pass near on to train(...) "
+            "and to accuracy(...), which both take near=.",
+        )
+        expect(
+            abs(got - best) < 0.03,
+            f"{call} = {got:.3f}, but a trained layer reaches the best possible, {best:.3f}: "
+            f'train with r = train("local", window, near=near), then measure '
+            f'accuracy(r, "local", window, x_test, near=near).',
+        )

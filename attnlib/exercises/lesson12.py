@@ -2,292 +2,249 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-
 import numpy as np
 
-from .. import data
+from .. import numpy as attn
 from . import exercise, expect
 
-
-def _as_array(x) -> np.ndarray:
-    """A NumPy array from an array or a tensor (detached, on the CPU)."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=float)
+# --------------------------------------------------------------------------- 11.1
 
 
-# --------------------------------------------------------------------------- 12.1
+def pooling_projection(length: int, rank: int) -> np.ndarray:
+    """``(rank, length)``: row ``r`` averages the ``length // rank`` tokens of segment ``r``."""
+    size = length // rank
+    return np.kron(np.eye(rank), np.full((1, size), 1.0 / size))
 
 
-def window_features_reference(x, lengths, w: int) -> np.ndarray:
-    """Row i of sentence b: x[b, i-w], …, x[b, i+w] side by side, zeros outside 0 … lengths[b]-1."""
-    x = _as_array(x)
-    batch, length, dim = x.shape
-    out = np.zeros((batch, length, (2 * w + 1) * dim))
-    for b in range(batch):
-        for i in range(length):
-            for k in range(2 * w + 1):
-                j = i - w + k
-                if 0 <= j < int(lengths[b]):
-                    out[b, i, k * dim : (k + 1) * dim] = x[b, j]
-    return out
-
-
-def _window_ignoring_lengths(x, w: int) -> np.ndarray:
-    """The mistake: zeros only beyond the array, the padding's numbers taken as neighbours."""
-    x = _as_array(x)
-    return window_features_reference(x, [x.shape[1]] * x.shape[0], w)
-
-
-@exercise("12.1", "window features of a padded batch")
-def _check_window_features(window_features) -> None:
-    import torch  # the exercise works on tensors, as the lesson's models do
-
-    rng = np.random.default_rng(1201)
-    cases = [(1, 4, 3, 1, [4]), (3, 6, 2, 1, [6, 4, 2]), (2, 7, 4, 2, [5, 7]), (4, 5, 3, 0, None)]
-    cases += [(3, 5, 2, 3, [5, 1, 3]), (2, 7, 5, 1, None)]
-    for batch, length, dim, w, lengths in cases:
-        if lengths is None:
-            lengths = rng.integers(1, length + 1, size=batch).tolist()
-        x = torch.tensor(rng.normal(0.0, 1.0, (batch, length, dim)))
-        for b, n in enumerate(lengths):
-            x[b, n:] = torch.tensor(rng.normal(5.0, 1.0, (length - n, dim)))  # junk padding
-        original = x.clone()
-        call = f"window_features(x of shape {tuple(x.shape)}, lengths={lengths}, w={w})"
-        got = _as_array(window_features(x, torch.tensor(lengths), w))
-        want = window_features_reference(original, lengths, w)
+@exercise("12.1", "low-rank attention by hand")
+def _check_low_rank_by_hand(low_rank_by_hand) -> None:
+    rng = np.random.default_rng(1101)
+    cases = [(16, 8, 4, 4, "pooling"), (32, 4, 6, 8, "random"), (12, 6, 3, 12, "random")]
+    cases += [(40, 16, 8, 5, "pooling"), (9, 2, 2, 1, "random"), (64, 8, 8, 16, "random")]
+    for length, d_k, d_v, rank, kind in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d_k))
+        v = rng.normal(0.0, 1.0, (length, d_v))
+        if kind == "pooling":
+            e = f = pooling_projection(length, rank)
+        else:
+            e, f = rng.normal(0.0, length**-0.5, (2, rank, length))
+        call = (
+            f"low_rank_by_hand(q, k, v, projection_k, projection_v) with L={length}, "
+            f"d_k={d_k}, d_v={d_v}, rank={rank} ({kind} projections)"
+        )
+        args = (q.copy(), k.copy(), v.copy(), e.copy(), f.copy())
+        got = np.asarray(low_rank_by_hand(*args), dtype=float)
+        want = attn.low_rank_attention(q, k, v, e, f)[0]
         expect(
-            torch.equal(x, original),
-            f"{call} changed x in place; build a new tensor instead.",
+            got.shape != (rank, d_v) or rank == length,
+            f"{call} has shape {got.shape}: one row per projected key. Only the keys and values "
+            f"are projected; the {length} queries stay, so the output has shape {want.shape}.",
         )
         expect(
             got.shape == want.shape,
-            f"{call} returned shape {got.shape}; expected (B, L, (2w+1)·d) = {want.shape}.",
+            f"{call} has shape {got.shape}; expected {want.shape} (one output per query).",
         )
-        if np.allclose(got, want, atol=1e-12):
+        if np.allclose(got, want, atol=1e-10):
             continue
-        reversed_blocks = want.reshape(batch, length, 2 * w + 1, dim)[:, :, ::-1]
+        wrong = {
+            "exact": attn.attention(q, k, v)[0],
+            "shared": attn.low_rank_attention(q, k, v, e, e)[0],
+            "unscaled": attn.low_rank_attention(q, k, v, e, f, scale=1.0)[0],
+            "rank": attn.low_rank_attention(q, k, v, e, f, scale=rank**-0.5)[0],
+        }
         expect(
-            w == 0 or not np.allclose(got, reversed_blocks.reshape(want.shape)),
-            f"{call}: the blocks are in the wrong order. Block k of row i holds x[b, i - w + k]: "
-            "the left neighbours first, then the word itself, then the right neighbours.",
+            not np.allclose(got, wrong["exact"], atol=1e-10),
+            f"{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
+            "projection_k @ k, and the values to projection_v @ v.",
         )
         expect(
-            not np.allclose(got, _window_ignoring_lengths(original, w), atol=1e-12),
-            f"{call}: the padding leaks in. Positions j >= lengths[b] are padding: x holds "
-            "numbers there, but a neighbour past the end of the sentence must be a zero vector "
-            "(and so must every block of a padded row's own position).",
+            kind == "pooling" or not np.allclose(got, wrong["shared"], atol=1e-10),
+            f"{call}: the values are projected with projection_v, not projection_k.",
         )
         expect(
-            False,
-            f"{call} gives the wrong numbers. Block k of row i of sentence b is x[b, i - w + k] "
-            "when 0 <= i - w + k < lengths[b], else zeros; no wrapping around the ends.",
+            not np.allclose(got, wrong["unscaled"], atol=1e-10),
+            f"{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
         )
+        expect(
+            not np.allclose(got, wrong["rank"], atol=1e-10),
+            f"{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+        )
+        expect(False, f"{call} gives the wrong numbers; compare with attn.low_rank_attention.")
 
 
-# --------------------------------------------------------------------------- 12.2
+# --------------------------------------------------------------------------- 11.2
 
-MODELS = (
-    "per-token FC",
-    "window FC",
-    "attention without positions",
-    "attention with positions",
-)
-
-#: The tagged sentences of exercise 12.2, grouped in sets that one model must tag together.
-PAIRS = {
-    "A": (("i saw a dog", "PRON VERB DET NOUN"), ("we saw the cat", "PRON VERB DET NOUN")),
-    "B": (("i saw a saw", "PRON VERB DET NOUN"),),
-    "C": (("we saw the duck", "PRON VERB DET NOUN"), ("we duck the saw", "PRON VERB DET NOUN")),
-    "D": (("i saw a dog", "PRON VERB DET NOUN"), ("you like the saw", "PRON VERB DET NOUN")),
-}
+VARIANTS = ("exact", "truncated", "linear", "low-rank")
 
 
-def _view(model: str, words: list[str], i: int):
-    """What ``model`` knows about word i of ``words``: tokens with equal views get equal tags."""
-    if model == "per-token FC":
-        return words[i]
-    if model == "window FC":
-        padded = ["<s>", *words, "</s>"]
-        return tuple(padded[i : i + 3])
-    if model == "attention without positions":
-        return words[i], tuple(sorted(words))
-    return tuple(words), i
-
-
-def conflict(model: str, sentences) -> tuple | None:
-    """Two tokens that ``model`` sees alike but that need different tags, or None if it can tag
-    every word of ``sentences`` (pairs of strings: words and tags) correctly."""
-    seen = {}
-    for sentence, tag_line in sentences:
-        words, tags = sentence.split(), tag_line.split()
-        for i, (word, tag) in enumerate(zip(words, tags)):
-            key = _view(model, words, i)
-            if key in seen and seen[key][2] != tag:
-                return seen[key], (sentence, word, tag)
-            seen.setdefault(key, (sentence, word, tag))
-    return None
-
-
-def can_tag_reference() -> dict[str, set[str]]:
-    """For every set of sentences, the models that can tag all of its words correctly."""
+def attention_madds_reference(length: int, d: int, window: int, rank: int) -> dict[str, int]:
+    """Multiply-adds of the matrix products of one head (``d_k = d_v = d``): exact
+    ``2 L² d``; truncated ``2 L (2w + 1) d`` (edges ignored); linear ``2 L d²``
+    (``φ(K)ᵀ V`` and ``φ(Q) S``); low-rank ``4 L r d`` (``E K``, ``F V``, the scores, the sum)."""
     return {
-        name: {m for m in MODELS if conflict(m, sentences) is None}
-        for name, sentences in PAIRS.items()
+        "exact": 2 * length * length * d,
+        "truncated": 2 * length * (2 * window + 1) * d,
+        "linear": 2 * length * d * d,
+        "low-rank": 4 * length * rank * d,
     }
 
 
+@exercise("12.2", "multiply-adds of each variant")
+def _check_attention_madds(attention_madds) -> None:
+    cases = [(4096, 64, 64, 64), (1024, 32, 8, 16), (100, 8, 3, 10), (6000, 64, 50, 256)]
+    cases += [(7, 5, 0, 1), (2048, 128, 16, 32)]
+    for length, d, window, rank in cases:
+        call = f"attention_madds(L={length}, d={d}, window={window}, rank={rank})"
+        got = attention_madds(length, d, window, rank)
+        expect(
+            isinstance(got, dict) and set(got) == set(VARIANTS),
+            f"{call} must return a dict with the keys {', '.join(map(repr, VARIANTS))}; "
+            f"got {got!r}.",
+        )
+        want = attention_madds_reference(length, d, window, rank)
+        for name in VARIANTS:
+            value = float(got[name])
+            if value == want[name]:
+                continue
+            hint = f"{call}[{name!r}] = {value:,.0f}, expected {want[name]:,}."
+            if name == "low-rank":
+                expect(
+                    value != 2 * length * rank * d,
+                    f"{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                )
+            expect(
+                value != want[name] / 2,
+                f"{hint} That counts one matrix product; attention has two (scores, then "
+                "the weighted sum of the values).",
+            )
+            if name == "truncated":
+                expect(
+                    value != 2 * length * window * d and value != 4 * length * window * d,
+                    f"{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                )
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} That is dense attention with a mask: truncated attention never "
+                    "computes the scores outside the band.",
+                )
+            if name == "linear":
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} Linear attention never forms the L × L matrix: it computes "
+                    "S = φ(K)ᵀ V (d × d) once, then φ(Q) S.",
+                )
+            expect(False, hint)
+
+
+# --------------------------------------------------------------------------- 11.3
+
+TASKS = ("smooth", "copy far", "global mean")
+
+#: Which variants can produce each task's outputs (with suitable queries and keys), at
+#: L = 4096 with window 64, the elu + 1 feature map (d = 64) and rank 64 (segment means).
+SOLVERS = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
+}
+
 _WHY = {
-    "per-token FC": "it sees only the word itself",
-    "window FC": "it sees the word with one neighbour on each side",
-    "attention without positions": "it sees the word and the set of words of its sentence, "
-    "not their order",
-    "attention with positions": "it sees the whole sentence and where each word is",
+    ("smooth", "exact"): "exact attention can put its weight on any keys, neighbours included",
+    ("smooth", "truncated"): "the 21 neighbours (±10) all lie inside the window of ±64",
+    ("smooth", "linear"): (
+        "linear attention cannot concentrate its weights on 21 neighbours out of 4096: its "
+        "largest weight stays near 2/L, and its weight matrix has rank at most d = 64"
+    ),
+    ("smooth", "low-rank"): (
+        "with rank 64 every key is a mean over a segment of 64 tokens: a window of ±10 is "
+        "finer than the projection can see"
+    ),
+    ("copy far", "exact"): "exact attention can put almost all its weight on one key",
+    ("copy far", "truncated"): "the token 2000 positions away lies outside the window of 64",
+    ("copy far", "linear"): "linear attention's weights cannot peak on one key out of 4096",
+    ("copy far", "low-rank"): (
+        "with rank 64 the value is averaged with 63 others in its segment; to pick one of L "
+        "values the rank must be L"
+    ),
+    ("global mean", "exact"): "with q = 0 all scores are equal: uniform weights",
+    ("global mean", "truncated"): "a query sees at most 129 of the 4096 values",
+    ("global mean", "linear"): (
+        "with q = k = 0, φ(q) and φ(k) are all ones: every key gets the same weight"
+    ),
+    ("global mean", "low-rank"): (
+        "uniform weights over the 64 segment means give the mean of all values exactly"
+    ),
 }
 
 
-@exercise("12.2", "which model can tag these sentences?")
-def _check_can_tag(answer) -> None:
+@exercise("12.3", "which variant can do it?")
+def _check_which_variants(answer) -> None:
     expect(
-        isinstance(answer, dict) and set(answer) == set(PAIRS),
-        f"Give a dict with the keys {sorted(PAIRS)}, each mapped to a set of model names.",
+        isinstance(answer, dict) and set(answer) == set(TASKS),
+        f"answer must be a dict with the keys {', '.join(map(repr, TASKS))}; got {answer!r}.",
     )
-    for name, chosen in answer.items():
+    for task in TASKS:
+        chosen = answer[task]
         expect(
-            isinstance(chosen, (set, frozenset, list, tuple))
-            and all(isinstance(m, str) for m in chosen),
-            f"answer[{name!r}] should be a set of model names, e.g. {{'window FC'}}.",
+            isinstance(chosen, (set, frozenset, list, tuple)),
+            f"answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
         )
-        unknown = sorted(set(chosen) - set(MODELS))
-        expect(not unknown, f"answer[{name!r}] names unknown models {unknown}; use {MODELS}.")
-    for name, sentences in PAIRS.items():
-        listed = " / ".join(f'"{s}"' for s, _ in sentences)
-        for model in MODELS:
-            clash = conflict(model, sentences)
-            if model in answer[name] and clash is not None:
-                (s1, w1, t1), (s2, w2, t2) = clash
-                expect(
-                    False,
-                    f"{name} ({listed}): the {model} cannot: {_WHY[model]}, and it sees "
-                    f"'{w1}' in \"{s1}\" (a {t1}) exactly as '{w2}' in \"{s2}\" (a {t2}); one "
-                    "input, one output, so one of them is wrong.",
-                )
-            if model not in answer[name] and clash is None:
-                expect(
-                    False,
-                    f"{name} ({listed}): the {model} can: {_WHY[model]}, and no two words "
-                    "that look the same to it need different tags here.",
-                )
-
-
-# --------------------------------------------------------------------------- 12.3
-
-
-def majority_baseline_reference(train, test) -> float:
-    """Accuracy on the ambiguous words of ``test`` when each word gets its commonest tag in
-    ``train``."""
-    commonest = _commonest_tags(train)
-    hits = [
-        commonest.get(word) == tag
-        for words, tags in test
-        for word, tag in zip(words, tags)
-        if word in data.AMBIGUOUS_WORDS
-    ]
-    return float(np.mean(hits))
-
-
-def _commonest_tags(corpus) -> dict[str, str]:
-    """Each word's most frequent tag in ``corpus``."""
-    counts = defaultdict(Counter)
-    for words, tags in corpus:
-        for word, tag in zip(words, tags):
-            counts[word][tag] += 1
-    return {word: c.most_common(1)[0][0] for word, c in counts.items()}
-
-
-def _tagged(*lines: str):
-    """Hand-made sentences, "word/TAG word/TAG ..." → (words, tags) pairs."""
-    pairs = [[tuple(token.split("/")) for token in line.split()] for line in lines]
-    return [([w for w, _ in p], [t for _, t in p]) for p in pairs]
-
-
-def _baseline_cases():
-    # "saw" is mostly a verb here, "duck" mostly a noun: a fixed guess of NOUN is not the
-    # per-word majority; the test set disagrees with the training set on purpose.
-    train = _tagged(
-        "i/PRON saw/VERB a/DET dog/NOUN",
-        "we/PRON saw/VERB the/DET cat/NOUN",
-        "the/DET duck/NOUN saw/VERB a/DET man/NOUN",
-        "you/PRON like/VERB the/DET duck/NOUN",
-        "they/PRON cut/VERB a/DET saw/NOUN",
-    )
-    test = _tagged(
-        "i/PRON saw/VERB a/DET saw/NOUN",
-        "the/DET saw/NOUN duck/VERB a/DET cat/NOUN",
-        "we/PRON duck/VERB the/DET duck/NOUN",
-    )
-    cases = [("a hand-made corpus", train, test), ("the same corpus, swapped", test + train, train)]
-    for seed in (3, 12, 40):
-        big = data.tagging_corpus(400, seed=seed)
-        cases.append((f"tagging_corpus(400, seed={seed}) split 300/100", big[:300], big[300:]))
-    return cases
-
-
-@exercise("12.3", "the majority-tag baseline")
-def _check_majority_baseline(majority_baseline) -> None:
-    for name, train, test in _baseline_cases():
-        call = f"majority_baseline on {name}"
-        got = majority_baseline(train, test)
+        chosen = set(chosen)
+        unknown = chosen - set(VARIANTS)
         expect(
-            isinstance(got, (float, int, np.floating)) and 0.0 <= float(got) <= 1.0,
-            f"{call} returned {got!r}; return the accuracy, a number between 0 and 1.",
+            not unknown,
+            f"answer[{task!r}] contains {sorted(unknown)}; the variants are "
+            f"{', '.join(map(repr, VARIANTS))}.",
         )
-        got, want = float(got), majority_baseline_reference(train, test)
-        if np.isclose(got, want, atol=1e-9):
-            continue
+        for variant in VARIANTS:
+            if (variant in chosen) == (variant in SOLVERS[task]):
+                continue
+            verdict = "can" if variant in SOLVERS[task] else "cannot"
+            expect(False, f"{task!r}: {variant} {verdict} do it: {_WHY[task, variant]}.")
+
+
+# --------------------------------------------------------------------------- 11.4
+
+
+def reference_relative_errors(sharpness: float, length: int = 1024) -> dict[str, float]:
+    """Lesson 12's local task at a given sharpness: each approximation's mean absolute error,
+    relative to uniform attention's (window and rank 64)."""
+    position = attn.sinusoidal_positional_encoding(length, 64)
+    values = np.random.default_rng(0).normal(0.0, 1.0, (length, 64))
+    q = k = sharpness * position
+    exact, _ = attn.attention(q, k, values)
+    size = length // 64
+    projection = np.kron(np.eye(64), np.full((1, size), 1.0 / size))
+    outputs = {
+        "truncated": attn.truncated_attention(q, k, values, 64),
+        "linear": attn.linear_attention(q, k, values),
+        "low-rank": attn.low_rank_attention(q, k, values, projection)[0],
+    }
+    uniform = np.abs(values.mean(axis=0) - exact).mean()
+    return {name: float(np.abs(y - exact).mean() / uniform) for name, y in outputs.items()}
+
+
+@exercise("12.4", "softer attention")
+def _check_relative_errors(relative_errors) -> None:
+    for sharpness in (0.5, 2.0):
+        call = f"relative_errors({sharpness})"
+        got = relative_errors(sharpness)
+        want = reference_relative_errors(sharpness)
         expect(
-            not np.isclose(got, majority_baseline_reference(test, test), atol=1e-9),
-            f"{call}: {got:.3f} counts the tags in the test set. A baseline may only learn from "
-            "the training set: take each word's commonest tag in train.",
+            isinstance(got, dict) and set(got) == set(want),
+            f"{call} should be a dict with the keys {sorted(want)}; got {got!r}.",
         )
-        commonest = _commonest_tags(train)
-        everything = [commonest.get(w) == t for words, tags in test for w, t in zip(words, tags)]
-        expect(
-            not np.isclose(got, float(np.mean(everything)), atol=1e-9),
-            f"{call}: {got:.3f} is the accuracy on all words. Score only the ambiguous words "
-            f"(data.AMBIGUOUS_WORDS = {data.AMBIGUOUS_WORDS}).",
-        )
-        nouns = [
-            tag == "NOUN"
-            for words, tags in test
-            for w, tag in zip(words, tags)
-            if w in data.AMBIGUOUS_WORDS
-        ]
-        expect(
-            not np.isclose(got, float(np.mean(nouns)), atol=1e-9),
-            f"{call}: {got:.3f} is what always answering NOUN scores. The baseline picks each "
-            "word's own commonest tag: here 'saw' is mostly a VERB in the training set.",
-        )
-        expect(False, f"{call} gave {got:.4f}; expected {want:.4f}.")
-
-
-# --------------------------------------------------------------------------- 12.4
-
-
-@exercise("12.4", "more data for attention without positions")
-def _check_no_positions_accuracy(no_positions_accuracy) -> None:
-    got = no_positions_accuracy(250)
-    expect(np.ndim(got) == 0, f"no_positions_accuracy(250) returned {got!r}; return one accuracy.")
-    got = float(got)
-    expect(
-        got < 0.9,
-        f"no_positions_accuracy(250) = {got:.2f}: that is a model that sees the word order. "
-        'Train the model without positions, train("attention", *encode(corpus), ...).',
-    )
-    expect(
-        got > 0.55,
-        f"no_positions_accuracy(250) = {got:.2f}: below the majority-tag baseline. Measure the "
-        "trained model on the test set's ambiguous words, the second number of "
-        "accuracies(predicted, *test_data[:2]).",
-    )
+        for name in want:
+            value = float(got[name])
+            expect(
+                not np.isclose(value, reference_relative_errors(2.0)[name], rtol=1e-6)
+                or sharpness == 2.0,
+                f"{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
+                "local_inputs(1024, sharpness=sharpness).",
+            )
+            expect(
+                np.isclose(value, want[name], rtol=1e-6),
+                f"{call}[{name!r}] = {value:.4f}, expected {want[name]:.4f}: divide "
+                "mae(y, y_exact) by mae(uniform output, y_exact), with y_exact from "
+                "attn.attention(q, k, v) on local_inputs(1024, sharpness=sharpness).",
+            )
