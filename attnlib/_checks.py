@@ -350,3 +350,11 @@ def check_positions(fn: str, length, max_len: int) -> None:
             f"{fn}: length={length} exceeds max_len={max_len}; "
             f"positions {max_len} and beyond have no learned vector"
         )
+
+
+def check_rank(fn: str, length, rank) -> None:
+    """A low-rank projection mixes ``length`` tokens into ``1 <= rank <= length`` rows."""
+    require_positive_int(fn, "length" if fn == "segment_means" else "max_len", length)
+    require_positive_int(fn, "rank", rank)
+    if rank > length:
+        raise ValueError(f"{fn}: rank={rank} must not exceed the number of tokens, {length}")

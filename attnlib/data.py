@@ -1,4 +1,5 @@
-"""Small synthetic data made in code: nothing here downloads anything.
+"""Small datasets, made in code or read from a package that ships them: nothing here
+downloads anything.
 
 * ``royal_embeddings`` and ``word_embeddings``: hand-made word vectors whose dimensions
   mean something, small enough to compute with by hand.
@@ -6,11 +7,15 @@
   same word is sometimes a verb and sometimes a noun.
 * ``speech_like_signal`` and ``frame_signal``: a synthetic waveform and its cut into
   25 ms frames every 10 ms, the way speech becomes a sequence of vectors.
-* ``ethanol``: a molecule as a graph of atoms (one-hot vectors) and bonds.
+* ``ethanol``, ``example_graph``: a molecule, and the textbook's eight-node graph.
+* Real data: ``date_examples`` (dates as the Unicode CLDR's locales write them, from the
+  tables that ``babel`` ships), ``digit_images`` (scikit-learn's handwritten digits) and
+  ``karate_club`` (Zachary's karate club, from networkx).
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import NamedTuple
 
 import numpy as np
@@ -212,3 +217,85 @@ def example_graph(num_features: int = 4, seed: int = 0) -> Graph:
     names = [str(i) for i in range(1, 9)]
     feature_names = [f"f{i}" for i in range(num_features)]
     return Graph(names, feature_names, features, [(i - 1, j - 1) for i, j in pairs])
+
+
+# --------------------------------------------------------------------------- real data
+
+#: The locales whose date formats ``date_examples`` uses (CLDR names), and the formats.
+DATE_LOCALES = (
+    *("en_US", "en_GB", "fr", "de", "es", "it", "pt_BR", "nl", "sv", "pl"),
+    *("ru", "zh", "ja", "ko", "tr", "fi", "cs", "hu", "vi", "id"),
+)
+DATE_FORMATS = ("short", "medium", "long", "full")
+#: Dates are drawn from these 100 years: exactly the years that a two-digit year ("26")
+#: stands for under the POSIX rule that Python's strptime uses (69-99: 19xx, 00-68: 20xx).
+FIRST_DATE, LAST_DATE = datetime.date(1969, 1, 1), datetime.date(2068, 12, 31)
+
+
+def date_examples(
+    n: int, seed: int = 0, locales=DATE_LOCALES, formats=DATE_FORMATS
+) -> list[tuple[str, str]]:
+    """``n`` random dates written the way real locales write them, with their ISO form.
+
+    Each source is ``"<locale>|<date>"``, the date formatted by the Unicode CLDR's rules for
+    that locale and format (the tables ``babel`` ships); the locale is part of the input
+    because "03/04/26" is the 4th of March in ``en_US`` and the 3rd of April in ``en_GB``.
+    The target is ``"YYYY-MM-DD"``. Returns a list of ``(source, target)`` pairs.
+
+    >>> for source, target in date_examples(3, seed=1, locales=("en_US", "fr", "zh")):
+    ...     print(source, "->", target)
+    zh|2016年4月27日星期三 -> 2016-04-27
+    en_US|Sunday, March 8, 2020 -> 2020-03-08
+    en_US|7/8/44 -> 2044-07-08
+    """
+    from babel.dates import format_date  # imported here: only the dates need babel
+
+    _checks.require_positive_int("date_examples", "n", n)
+    rng = np.random.default_rng(seed)
+    days = rng.integers(0, (LAST_DATE - FIRST_DATE).days + 1, n)
+    chosen_locales = rng.integers(0, len(locales), n)
+    chosen_formats = rng.integers(0, len(formats), n)
+    examples = []
+    for day, locale_index, format_index in zip(days, chosen_locales, chosen_formats):
+        date = FIRST_DATE + datetime.timedelta(days=int(day))
+        locale = locales[locale_index]
+        written = format_date(date, formats[format_index], locale=locale)
+        examples.append((f"{locale}|{written}", date.isoformat()))
+    return examples
+
+
+def digit_images() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1,797 handwritten digits: ``(images (1797, 8, 8) in [0, 1], labels)``.
+
+    The 8 × 8 greyscale scans (UCI "Optical Recognition of Handwritten Digits", 43 writers)
+    ship with scikit-learn; their 17 grey levels (0-16) are scaled to [0, 1].
+
+    >>> images, labels = digit_images()
+    >>> images.shape, labels[:10].tolist()
+    ((1797, 8, 8), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
+    from sklearn.datasets import load_digits  # imported here: only the digits need sklearn
+
+    digits = load_digits()
+    return digits.images / 16.0, digits.target
+
+
+def karate_club() -> tuple[Graph, np.ndarray]:
+    """Zachary's karate club (1977), a real social network, and its real split.
+
+    34 members, an edge between two who met outside the club, 78 edges. After a conflict
+    the club split in two: ``labels`` is 0 for those who stayed with the instructor ("Mr.
+    Hi", node 0) and 1 for those who followed the administrator ("Officer", node 33). The
+    nodes have no features of their own: ``features`` is the identity, one-hot per member.
+
+    >>> graph, labels = karate_club()
+    >>> len(graph.node_names), len(graph.edges), int(labels.sum()), int(labels[0]), int(labels[33])
+    (34, 78, 17, 0, 1)
+    """
+    import networkx as nx  # imported here: only the karate club needs networkx
+
+    club = nx.karate_club_graph()
+    labels = np.array([int(club.nodes[i]["club"] == "Officer") for i in club.nodes])
+    names = [str(i) for i in club.nodes]
+    edges = [(int(i), int(j)) for i, j in club.edges]
+    return Graph(names, names, np.eye(len(names)), edges), labels

@@ -345,6 +345,71 @@ def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
     return weights @ (projection_v @ v), weights
 
 
+def segment_means(length: int, rank: int) -> np.ndarray:
+    """The fixed low-rank projection that averages ``length`` tokens in ``rank`` segments.
+
+    Row ``s`` is ``1/n_s`` on the ``n_s`` tokens ``j`` with ``⌊j·rank/length⌋ = s`` and zero
+    elsewhere, so ``segment_means(L, r) @ k`` holds the mean key of each segment. Shape
+    ``(rank, length)``; ``rank`` must not exceed ``length``.
+
+    >>> segment_means(6, 3)
+    array([[0.5, 0.5, 0. , 0. , 0. , 0. ],
+           [0. , 0. , 0.5, 0.5, 0. , 0. ],
+           [0. , 0. , 0. , 0. , 0.5, 0.5]])
+    """
+    _checks.check_rank("segment_means", length, rank)
+    segment = np.arange(length) * rank // length
+    member = (segment[None, :] == np.arange(rank)[:, None]).astype(float)
+    return member / member.sum(axis=1, keepdims=True)
+
+
+class LowRankSelfAttention:
+    r"""Self-attention with learned low-rank projections of the keys and values (Linformer).
+
+    .. math:: Y = \operatorname{softmax}\!\left(XW_q\, (E\,XW_k)^\top / \sqrt{d_k}\right)
+              (F\,XW_v)
+
+    ``w_q``, ``w_k`` ``(d_model, d_k)`` and ``w_v`` ``(d_model, d_v)`` as in
+    ``SelfAttention``; ``projection_k`` (E) and ``projection_v`` (F) are ``(rank, max_len)``,
+    both starting as ``segment_means(max_len, rank)``, learned like the other weights in the
+    PyTorch backend. A sequence of ``L <= max_len`` tokens uses their first ``L`` columns.
+    Calling it on ``x`` ``(..., L, d_model)`` returns ``(output (..., L, d_v), weights (..., L,
+    rank))``: every query spreads its weight over ``rank`` mixed keys, not over ``L``.
+
+    >>> layer = LowRankSelfAttention(d_model=4, max_len=8, rank=2, seed=0)
+    >>> [a.shape for a in layer(np.ones((8, 4)))]
+    [(8, 4), (8, 2)]
+    """
+
+    def __init__(self, d_model: int, max_len: int, rank: int, d_k=None, d_v=None, seed=0):
+        d_k, d_v = _checks.check_layer_dims("LowRankSelfAttention", d_model, d_k, d_v)
+        _checks.check_rank("LowRankSelfAttention", max_len, rank)
+        self.d_model, self.d_k, self.d_v, self.max_len = d_model, d_k, d_v, max_len
+        rng = np.random.default_rng(seed)
+        std = d_model**-0.5
+        self.w_q = rng.normal(0.0, std, (d_model, d_k))
+        self.w_k = rng.normal(0.0, std, (d_model, d_k))
+        self.w_v = rng.normal(0.0, std, (d_model, d_v))
+        self.projection_k = segment_means(max_len, rank)
+        self.projection_v = segment_means(max_len, rank)
+
+    def __call__(self, x):
+        """Attend from every token of ``x`` to ``rank`` mixtures of its tokens."""
+        x = _array("x", x)
+        _checks.check_layer_input("LowRankSelfAttention", x, self.d_model)
+        _checks.check_positions("LowRankSelfAttention", x.shape[-2], self.max_len)
+        length = x.shape[-2]
+        projections = self.projection_k[:, :length], self.projection_v[:, :length]
+        return low_rank_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, *projections)
+
+    def __repr__(self) -> str:
+        rank = self.projection_k.shape[0]
+        return (
+            f"LowRankSelfAttention(d_model={self.d_model}, max_len={self.max_len}, "
+            f"rank={rank}, d_k={self.d_k}, d_v={self.d_v})"
+        )
+
+
 # --------------------------------------------------------------------------- masks
 
 
@@ -720,7 +785,8 @@ class TransformerEncoderBlock:
         y = x + FFN(LN2(x))
 
     Calling it on ``x`` ``(..., L, d_model)`` returns ``(y (..., L, d_model),
-    weights (..., H, L, L))``; ``mask`` is as for ``MultiHeadAttention`` (True = may attend).
+    weights (..., H, L, L))``; ``mask`` is as for ``MultiHeadAttention`` (True = may attend);
+    with ``need_weights=False`` the weights are not kept and come back as None.
 
     >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
     >>> [a.shape for a in block(np.ones((5, 8)))]
@@ -748,13 +814,15 @@ class TransformerEncoderBlock:
         )
         return block
 
-    def __call__(self, x, mask=None):
+    def __call__(self, x, mask=None, need_weights: bool = True):
         """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
         if self.norm_first:
-            attended, weights = self.self_attention(self.norm1(x), mask=mask)
+            attended, weights = self.self_attention(
+                self.norm1(x), mask=mask, need_weights=need_weights
+            )
             x = x + attended
             return x + self.feed_forward(self.norm2(x)), weights
-        attended, weights = self.self_attention(x, mask=mask)
+        attended, weights = self.self_attention(x, mask=mask, need_weights=need_weights)
         x = self.norm1(x + attended)
         return self.norm2(x + self.feed_forward(x)), weights
 
@@ -773,7 +841,8 @@ class TransformerDecoderBlock:
     (pre-norm with ``norm_first=True``, as in the encoder block). Calling it on ``x``
     ``(..., L, d_model)`` and ``memory`` ``(..., S, d_model)`` returns ``(y, self_weights
     (..., H, L, L), cross_weights (..., H, L, S))``. ``causal=True`` adds the causal mask to
-    ``mask``; ``memory_mask`` (True = may attend) broadcasts to ``(..., H, L, S)``.
+    ``mask``; ``memory_mask`` (True = may attend) is read as a ``MultiHeadAttention`` mask over
+    ``(..., H, L, S)``; with ``need_weights=False`` both weights come back as None.
 
     >>> block = TransformerDecoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
     >>> [a.shape for a in block(np.ones((4, 8)), np.ones((6, 8)))]
@@ -802,20 +871,28 @@ class TransformerDecoderBlock:
         )
         return block
 
-    def __call__(self, x, memory, mask=None, memory_mask=None, causal: bool = True):
+    def __call__(
+        self, x, memory, mask=None, memory_mask=None, causal: bool = True, need_weights: bool = True
+    ):
         """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
         x, memory = _array("x", x), _array("memory", memory)
         if causal:
             future = causal_mask(x.shape[-2])
             mask = future if mask is None else mask & future
         if self.norm_first:
-            attended, self_weights = self.self_attention(self.norm1(x), mask=mask)
+            attended, self_weights = self.self_attention(
+                self.norm1(x), mask=mask, need_weights=need_weights
+            )
             x = x + attended
-            attended, cross_weights = self.cross_attention(self.norm2(x), memory, mask=memory_mask)
+            attended, cross_weights = self.cross_attention(
+                self.norm2(x), memory, mask=memory_mask, need_weights=need_weights
+            )
             x = x + attended
             return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
-        attended, self_weights = self.self_attention(x, mask=mask)
+        attended, self_weights = self.self_attention(x, mask=mask, need_weights=need_weights)
         x = self.norm1(x + attended)
-        attended, cross_weights = self.cross_attention(x, memory, mask=memory_mask)
+        attended, cross_weights = self.cross_attention(
+            x, memory, mask=memory_mask, need_weights=need_weights
+        )
         x = self.norm2(x + attended)
         return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights

@@ -347,6 +347,75 @@ def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
     return weights @ (projection_v @ v), weights
 
 
+def segment_means(length: int, rank: int, dtype=None, device=None) -> torch.Tensor:
+    """The fixed projection that averages ``length`` tokens in ``rank`` segments, ``(rank,
+    length)``; as ``attnlib.numpy.segment_means``.
+
+    >>> segment_means(4, 2)
+    tensor([[0.5000, 0.5000, 0.0000, 0.0000],
+            [0.0000, 0.0000, 0.5000, 0.5000]])
+    """
+    _checks.check_rank("segment_means", length, rank)
+    segment = torch.arange(length, device=device) * rank // length
+    member = (segment[None, :] == torch.arange(rank, device=device)[:, None]).to(
+        dtype or torch.get_default_dtype()
+    )
+    return member / member.sum(dim=1, keepdim=True)
+
+
+class LowRankSelfAttention(nn.Module):
+    r"""Self-attention with learned low-rank projections of the keys and values (Linformer);
+    as ``attnlib.numpy.LowRankSelfAttention``, with every weight a trainable parameter.
+
+    .. math:: Y = \operatorname{softmax}\!\left(XW_q\, (E\,XW_k)^\top / \sqrt{d_k}\right)
+              (F\,XW_v)
+
+    ``projection_k`` (E) and ``projection_v`` (F) are ``(rank, max_len)`` parameters that
+    start as ``segment_means(max_len, rank)`` and are trained with the rest, as in Linformer;
+    a sequence of ``L <= max_len`` tokens uses their first ``L`` columns. ``forward(x)``
+    returns ``(output (..., L, d_v), weights (..., L, rank))``.
+
+    >>> layer = LowRankSelfAttention(d_model=4, max_len=8, rank=2, seed=0)
+    >>> [tuple(t.shape) for t in layer(torch.ones(8, 4))]
+    [(8, 4), (8, 2)]
+    """
+
+    def __init__(
+        self, d_model, max_len, rank, d_k=None, d_v=None, seed=None, dtype=None, device=None
+    ):
+        super().__init__()
+        d_k, d_v = _checks.check_layer_dims("LowRankSelfAttention", d_model, d_k, d_v)
+        _checks.check_rank("LowRankSelfAttention", max_len, rank)
+        self.d_model, self.d_k, self.d_v, self.max_len = d_model, d_k, d_v, max_len
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        std = d_model**-0.5
+
+        def weight(d_out: int) -> nn.Parameter:
+            w = torch.randn(d_model, d_out, generator=generator, dtype=dtype) * std
+            return nn.Parameter(w.to(device))
+
+        self.w_q, self.w_k, self.w_v = weight(d_k), weight(d_k), weight(d_v)
+        start = segment_means(max_len, rank, dtype=dtype, device=device)
+        self.projection_k = nn.Parameter(start.clone())
+        self.projection_v = nn.Parameter(start.clone())
+
+    def forward(self, x: torch.Tensor):
+        """Attend from every token of ``x`` to ``rank`` mixtures of its tokens."""
+        _require_tensors("LowRankSelfAttention", x=x)
+        _checks.check_layer_input("LowRankSelfAttention", x, self.d_model)
+        _checks.check_positions("LowRankSelfAttention", x.shape[-2], self.max_len)
+        length = x.shape[-2]
+        projections = self.projection_k[:, :length], self.projection_v[:, :length]
+        return low_rank_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, *projections)
+
+    def extra_repr(self) -> str:
+        rank = self.projection_k.shape[0]
+        return (
+            f"d_model={self.d_model}, max_len={self.max_len}, rank={rank}, "
+            f"d_k={self.d_k}, d_v={self.d_v}"
+        )
+
+
 # --------------------------------------------------------------------------- masks
 
 
@@ -365,7 +434,7 @@ def causal_mask(length: int, device=None) -> torch.Tensor:
 def padding_mask(lengths, max_len: int | None = None, device=None) -> torch.Tensor:
     """True where key ``j < lengths[b]``: ``lengths`` ``(B,)`` → ``(B, 1, max_len)``.
 
-    The middle axis broadcasts over queries; add a head axis with ``[:, None]``. The mask
+    The middle axis broadcasts over queries; a multi-head layer applies it to every head. The mask
     lands on ``device``, or on ``lengths``' device when ``lengths`` is a tensor.
 
     >>> padding_mask([3, 1], max_len=4).int()
@@ -720,8 +789,9 @@ class TransformerEncoderBlock(nn.Module):
     """One Transformer encoder layer: self-attention and feed-forward, each with Add & Norm.
 
     Post-norm (``norm_first=False``, the paper) or pre-norm (``norm_first=True``); the same
-    computation and layout as ``attnlib.numpy.TransformerEncoderBlock``. ``forward(x, mask)``
-    returns ``(y (..., L, d_model), weights (..., H, L, L))``.
+    computation and layout as ``attnlib.numpy.TransformerEncoderBlock``. ``forward(x, mask,
+    need_weights=True)`` returns ``(y (..., L, d_model), weights (..., H, L, L))``; with
+    ``need_weights=False`` the attention runs through the fused kernel and weights is None.
 
     >>> block = TransformerEncoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
     >>> [tuple(t.shape) for t in block(torch.ones(5, 8))]
@@ -765,13 +835,15 @@ class TransformerEncoderBlock(nn.Module):
         )
         return block
 
-    def forward(self, x: torch.Tensor, mask=None):
+    def forward(self, x: torch.Tensor, mask=None, need_weights: bool = True):
         """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
         if self.norm_first:
-            attended, weights = self.self_attention(self.norm1(x), mask=mask)
+            attended, weights = self.self_attention(
+                self.norm1(x), mask=mask, need_weights=need_weights
+            )
             x = x + attended
             return x + self.feed_forward(self.norm2(x)), weights
-        attended, weights = self.self_attention(x, mask=mask)
+        attended, weights = self.self_attention(x, mask=mask, need_weights=need_weights)
         x = self.norm1(x + attended)
         return self.norm2(x + self.feed_forward(x)), weights
 
@@ -780,8 +852,10 @@ class TransformerDecoderBlock(nn.Module):
     """One Transformer decoder layer: causal self-attention, cross-attention to ``memory``,
     feed-forward, each with Add & Norm; as ``attnlib.numpy.TransformerDecoderBlock``.
 
-    ``forward(x, memory, mask=None, memory_mask=None, causal=True)`` returns
-    ``(y, self_weights (..., H, L, L), cross_weights (..., H, L, S))``.
+    ``forward(x, memory, mask=None, memory_mask=None, causal=True, need_weights=True)``
+    returns ``(y, self_weights (..., H, L, L), cross_weights (..., H, L, S))``; with
+    ``need_weights=False`` both attentions run through the fused kernel, and both weights are
+    None.
 
     >>> block = TransformerDecoderBlock(d_model=8, num_heads=2, d_ff=32, seed=0)
     >>> [tuple(t.shape) for t in block(torch.ones(4, 8), torch.ones(6, 8))]
@@ -828,20 +902,28 @@ class TransformerDecoderBlock(nn.Module):
         )
         return block
 
-    def forward(self, x, memory, mask=None, memory_mask=None, causal: bool = True):
+    def forward(
+        self, x, memory, mask=None, memory_mask=None, causal: bool = True, need_weights: bool = True
+    ):
         """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
         _require_tensors("TransformerDecoderBlock", x=x, memory=memory)
         if causal:
             future = causal_mask(x.shape[-2], device=x.device)
             mask = future if mask is None else mask & future
         if self.norm_first:
-            attended, self_weights = self.self_attention(self.norm1(x), mask=mask)
+            attended, self_weights = self.self_attention(
+                self.norm1(x), mask=mask, need_weights=need_weights
+            )
             x = x + attended
-            attended, cross_weights = self.cross_attention(self.norm2(x), memory, mask=memory_mask)
+            attended, cross_weights = self.cross_attention(
+                self.norm2(x), memory, mask=memory_mask, need_weights=need_weights
+            )
             x = x + attended
             return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
-        attended, self_weights = self.self_attention(x, mask=mask)
+        attended, self_weights = self.self_attention(x, mask=mask, need_weights=need_weights)
         x = self.norm1(x + attended)
-        attended, cross_weights = self.cross_attention(x, memory, mask=memory_mask)
+        attended, cross_weights = self.cross_attention(
+            x, memory, mask=memory_mask, need_weights=need_weights
+        )
         x = self.norm2(x + attended)
         return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,10 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# No progress bars in the kernels that nbval starts (they inherit this environment): a bar
+# prints timings, which would differ from the committed outputs on every run.
+os.environ["ATTNLIB_PROGRESS"] = "0"
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 
 

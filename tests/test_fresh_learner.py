@@ -68,6 +68,7 @@ def learner_kernel(tmp_path_factory):
     )
     env = dict(os.environ)
     env.update({"ATTNLIB_SOURCE": str(ROOT), "PIP_CONSTRAINT": str(constraints)})
+    env["ATTNLIB_PROGRESS"] = "1"  # a learner sees the progress bars
     env.pop("PYTHONPATH", None)
     return "learner", root / "jupyter", env, python
 

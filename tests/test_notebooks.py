@@ -92,6 +92,8 @@ def test_outputs_are_stored_and_clean(lesson):
     for cell in code:
         for out in cell.outputs:
             assert out["output_type"] != "error", source(cell)[:200]
+            assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {})
+            assert not re.search(r"\d+it/s\]|s/it\]", str(out)), "a progress bar was saved"
             assert not (out["output_type"] == "stream" and out["name"] == "stderr"), out["text"]
     assert nb.metadata["kernelspec"]["name"] == "python3"
 

@@ -123,6 +123,7 @@ def execute(
     )
     kernel_env = dict(os.environ if env is None else env)
     kernel_env["PYTHONHASHSEED"] = "0"  # the same set and dict order on every run
+    kernel_env["ATTNLIB_PROGRESS"] = "0"  # no progress bars (timings) in committed outputs
     start = time.perf_counter()
     client.execute(env=kernel_env)
     return time.perf_counter() - start
