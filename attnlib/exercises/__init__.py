@@ -104,6 +104,7 @@ from . import (  # noqa: E402, F401
     lesson04,
     lesson05,
     lesson06,
+    lesson07,
     lesson08,
     lesson09,
     lesson10,
