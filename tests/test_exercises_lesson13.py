@@ -73,7 +73,10 @@ WRONG = [
     ("13.2", {**CAN_LEARN_ANSWER, "A": {"attention with positions"}}, "the bi-GRU can learn it"),
     (
         "13.2",
-        {**CAN_LEARN_ANSWER, "A": {"bi-GRU", "attention with positions", "attention without positions"}},
+        {
+            **CAN_LEARN_ANSWER,
+            "A": {"bi-GRU", "attention with positions", "attention without positions"},
+        },
         "attention without positions cannot",
     ),
     ("13.2", {**CAN_LEARN_ANSWER, "B": {"bi-GRU", "attention with positions"}}, "window FC can"),
@@ -87,4 +90,6 @@ def test_references_agree_with_the_module():
     assert CAN_LEARN == CAN_LEARN_ANSWER
     assert expected_window_accuracy(32, 2, 0.97) == expected_window_accuracy_reference(32, 2, 0.97)
     x = np.array([[1, 2], [1, 3]])
-    assert np.array_equal(accuracy_by_position(x, x * 0 + 1), accuracy_by_position_reference(x, x * 0 + 1))
+    assert np.array_equal(
+        accuracy_by_position(x, x * 0 + 1), accuracy_by_position_reference(x, x * 0 + 1)
+    )

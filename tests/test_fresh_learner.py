@@ -109,3 +109,11 @@ def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path
     assert statuses == str({i: "wrong" for i in attempts}), statuses
     # The lesson imported the package installed in the learner's environment, not this checkout.
     assert where.startswith(str(python.parent.parent / "lib")), where
+    if any(".backward()" in c.source for c in nb.cells):  # a lesson that trains shows its bars
+        widgets = [
+            o
+            for c in nb.cells
+            for o in c.get("outputs", [])
+            if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+        ]
+        assert widgets, "the training loops show progress bars (tqdm widgets) in Jupyter"

@@ -141,6 +141,16 @@ def test_one_exercise_changes_an_experiment(lesson):
     assert sum(t.startswith("Change the experiment: ") for t in titles) == 1, titles
 
 
+def test_every_training_loop_shows_progress(lesson):
+    """A cell that trains (calls .backward()) wraps its loop in attnlib.progress.progress."""
+    _, nb = lesson
+    for cell in nb.cells:
+        if cell.cell_type != "code" or conventions.SOLUTION_TAG in tags(cell):
+            continue
+        if ".backward()" in source(cell):
+            assert "progress(" in source(cell), source(cell)[:300]
+
+
 def found_name(code: str) -> str:
     """The name an exercise cell hands to check(...)."""
     return re.findall(r'^check\("\d\d\.\d+", (\w+)\)$', code, flags=re.M)[0]

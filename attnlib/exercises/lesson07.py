@@ -89,7 +89,11 @@ def _counting_model(vocab: int, stop_after: int):
 
 @exercise("07.2", "greedy decoding")
 def _check_greedy(greedy_decode) -> None:
-    cases = [(_counting_model(12, 5), 20), (_counting_model(9, 3), 20), (_counting_model(14, 50), 7)]
+    cases = [
+        (_counting_model(12, 5), 20),
+        (_counting_model(9, 3), 20),
+        (_counting_model(14, 50), 7),
+    ]
     cases.append((_counting_model(10, 0), 5))
     for next_logits, max_len in cases:
         seen = []
@@ -206,9 +210,9 @@ def _check_read_both_ways(read_both_ways) -> None:
     shown = "; ".join(f"{w} → {us}, {es}" for w, us, es in readings[:3])
     expect(
         differ >= 4,
-        f"The two readings agree for {len(readings) - differ} of {len(readings)} dates ({shown} …). "
-        'Does your function put the tag in front of the date, "en_US|" + written and "es|" + '
-        "written, and decode each with the trained model?",
+        f"The two readings agree for {len(readings) - differ} of {len(readings)} dates "
+        f"({shown} …). Does your function put the tag in front of the date, "
+        '"en_US|" + written and "es|" + written, and decode each with the trained model?',
     )
     expect(
         us_right >= 4 and es_right >= 4,

@@ -19,7 +19,14 @@ def expected_window_accuracy_reference(length: int, w: int, reader_accuracy: flo
 
 @exercise("13.1", "what a window can reach")
 def _check_expected_window_accuracy(expected_window_accuracy) -> None:
-    cases = [(32, 2, 0.97), (32, 0, 0.97), (10, 3, 1.0), (64, 2, 0.9), (8, 12, 0.95), (32, 31, 0.97)]
+    cases = [
+        (32, 2, 0.97),
+        (32, 0, 0.97),
+        (10, 3, 1.0),
+        (64, 2, 0.9),
+        (8, 12, 0.95),
+        (32, 31, 0.97),
+    ]
     for length, w, reader in cases:
         call = f"expected_window_accuracy({length}, {w}, {reader})"
         got = float(expected_window_accuracy(length, w, reader))
@@ -27,7 +34,9 @@ def _check_expected_window_accuracy(expected_window_accuracy) -> None:
         if np.isclose(got, want):
             continue
         expect(
-            not np.isclose(got, (min(w, length) * reader + (length - min(w, length)) * 0.1) / length),
+            not np.isclose(
+                got, (min(w, length) * reader + (length - min(w, length)) * 0.1) / length
+            ),
             f"{call} = {got:.4f}: position 0 is the key itself and is not scored; average over "
             f"the {length - 1} positions 1 … {length - 1}.",
         )
@@ -83,7 +92,9 @@ def _check_can_learn(answer) -> None:
     for variant, want in CAN_LEARN.items():
         got = set(answer[variant])
         unknown = got - set(MODELS)
-        expect(not unknown, f"Variant {variant}: unknown model names {sorted(unknown)}; use {MODELS}.")
+        expect(
+            not unknown, f"Variant {variant}: unknown model names {sorted(unknown)}; use {MODELS}."
+        )
         for model in MODELS:
             if (model in got) != (model in want):
                 verb = "cannot" if model in got else "can"
