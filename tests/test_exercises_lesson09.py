@@ -20,7 +20,7 @@ def unpatchify(tokens, height, width, patch):
 def pooled_cnn_accuracy(pooling, size, seed=0):
     """Stands in for the lesson's training (the notebook's solution trains real CNNs): max
     pooling suits the task better than the mean."""
-    return {"max": 0.996, "mean": 0.9}[pooling]
+    return {"max": 0.996, "mean": 0.96}[pooling]
 
 
 def receptive_field(num_layers, kernel_size):

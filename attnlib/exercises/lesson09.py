@@ -81,8 +81,9 @@ def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
         results[pooling] = got
     expect(
         results["max"] > 0.95,
-        f'pooled_cnn_accuracy("max", 200) = {results["max"]:.3f}: the lesson\'s CNN (max '
-        "pooling) gets about 1.00 with 200 images. Build it with SmallCNN(seed, pooling=pooling).",
+        f'pooled_cnn_accuracy("max", 200) = {results["max"]:.3f}: with max pooling the '
+        "lesson's CNN gets about 1.00 with 200 images. Build it with "
+        "SmallCNN(seed, pooling=pooling).",
     )
     expect(
         results["max"] != results["mean"],
