@@ -42,21 +42,46 @@ def require_float(fn: str, name: str, x) -> None:
 def require_finite(fn: str, name: str, x, allow_negative_inf: bool = False) -> None:
     """Raise ValueError if ``x`` holds NaN or infinite values (``-inf`` may be allowed: in
     scores it means "never attend"). Names the first offending position."""
-    values = x.detach() if hasattr(x, "detach") else x
-    is_array = isinstance(values, np.ndarray)
-    isfinite = np.isfinite if is_array else type(values).isfinite
-    if bool(isfinite(values.sum())):  # one fast pass: NaN and ±inf make the sum non-finite
+    require_all_finite(fn, {name: x}, allow_negative_inf)
+
+
+def require_all_finite(fn: str, named: dict, allow_negative_inf: bool = False) -> None:
+    """``require_finite`` for several arrays at the cost of one reduction each and a single
+    answer read back: on a GPU the host waits for the device once per call, not once per
+    array. The same array passed under two names is scanned once."""
+    distinct = {id(x): (name, x) for name, x in reversed(named.items())}
+    arrays = [(name, x.detach() if hasattr(x, "detach") else x) for name, x in distinct.values()]
+    arrays.reverse()  # in the order given, so the first bad argument is the one named
+    is_array = isinstance(arrays[0][1], np.ndarray)
+    isfinite = np.isfinite if is_array else type(arrays[0][1]).isfinite
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing sum is handled below
+        sums_finite = [isfinite(values.sum()) for _, values in arrays]  # NaN and ±inf spread
+    if bool(sums_finite[0] if len(sums_finite) == 1 else all_of(sums_finite)):
         return  # (finite values whose sum overflows are checked one by one below)
+    for name, values in arrays:
+        _require_finite_values(fn, name, values, allow_negative_inf, isfinite)
+
+
+def all_of(flags):
+    """The logical AND of boolean scalars (arrays or tensors), still an array or tensor."""
+    result = flags[0]
+    for flag in flags[1:]:
+        result = result & flag
+    return result
+
+
+def _require_finite_values(fn: str, name: str, values, allow_negative_inf: bool, isfinite):
+    """The slow, exact check of one array: the first NaN or infinite entry, if any."""
     bad = ~isfinite(values)
     if allow_negative_inf:
         bad &= values != float("-inf")
     if not bool(bad.any()):
         return
-    first = np.argwhere(bad)[0] if is_array else bad.nonzero()[0]
+    first = np.argwhere(bad)[0] if isinstance(values, np.ndarray) else bad.nonzero()[0]
     where = tuple(int(i) for i in first)
     raise ValueError(
         f"{fn}: {name} contains NaN or infinite values (the first at index {where} of "
-        f"{name}.shape={shape_str(x)}); one such value would spread to every output it touches"
+        f"{name}.shape={shape_str(values)}); one such value would spread to every output it touches"
     )
 
 
@@ -153,13 +178,18 @@ def batch_shape(fn: str, **named) -> tuple[int, ...]:
 
 
 def check_query_key(fn: str, q, k) -> None:
-    """``q (..., L_q, d_k)`` and ``k (..., L_k, d_k)``: same d_k, batch dims that broadcast."""
+    """``q (..., L_q, d_k)`` and ``k (..., L_k, d_k)``: same d_k, batch dims that broadcast,
+    finite values."""
+    _query_key_shapes(fn, q, k)
+    require_all_finite(fn, {"q": q, "k": k})
+
+
+def _query_key_shapes(fn: str, q, k) -> None:
+    """``check_query_key`` without the finiteness scan."""
     require_ndim(fn, "q", q, 2, "(..., L_q, d_k)")
     require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
     require_float(fn, "q", q)
     require_float(fn, "k", k)
-    require_finite(fn, "q", q)
-    require_finite(fn, "k", k)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"{fn}: q and k must have the same last dimension d_k; "
@@ -169,11 +199,10 @@ def check_query_key(fn: str, q, k) -> None:
 
 
 def check_attention(fn: str, q, k, v, mask) -> None:
-    """All the shape and dtype rules of ``attention(q, k, v, mask)``."""
-    check_query_key(fn, q, k)
+    """All the shape, dtype and value rules of ``attention(q, k, v, mask)``."""
+    _query_key_shapes(fn, q, k)
     require_ndim(fn, "v", v, 2, "(..., L_k, d_v)")
     require_float(fn, "v", v)
-    require_finite(fn, "v", v)
     if v.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{fn}: v must have one row per key (L_k={k.shape[-2]}); "
@@ -182,6 +211,7 @@ def check_attention(fn: str, q, k, v, mask) -> None:
     batch = batch_shape(fn, q=q, k=k, v=v)
     if mask is not None:
         check_mask(fn, mask, (*batch, q.shape[-2], k.shape[-2]))
+    require_all_finite(fn, {"q": q, "k": k, "v": v})
 
 
 def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
@@ -189,9 +219,10 @@ def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
     ``w_q (d_q, h)``, ``w_k (d_k, h)``, ``w (h,)``."""
     require_ndim(fn, "q", q, 2, "(..., L_q, d_q)")
     require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
-    for name, x in (("q", q), ("k", k), ("w_q", w_q), ("w_k", w_k), ("w", w)):
+    named = {"q": q, "k": k, "w_q": w_q, "w_k": w_k, "w": w}
+    for name, x in named.items():
         require_float(fn, name, x)
-        require_finite(fn, name, x)
+    require_all_finite(fn, named)
     d_q, d_k = q.shape[-1], k.shape[-1]
     hidden = w.shape[0] if w.ndim == 1 else "h"
     expected = {"w_q": (d_q, hidden), "w_k": (d_k, hidden), "w": (hidden,)}
@@ -253,9 +284,14 @@ def check_layer_dims(fn: str, d_model, d_k, d_v) -> tuple[int, int]:
 
 def check_layer_input(fn: str, x, d_model: int, name: str = "x") -> None:
     """A layer's input is ``(..., L, d_model)`` of finite floats."""
+    _layer_input_shape(fn, x, d_model, name)
+    require_finite(fn, name, x)
+
+
+def _layer_input_shape(fn: str, x, d_model: int, name: str) -> None:
+    """``check_layer_input`` without the finiteness scan."""
     require_ndim(fn, name, x, 2, f"(..., L, d_model={d_model})")
     require_float(fn, name, x)
-    require_finite(fn, name, x)
     if x.shape[-1] != d_model:
         raise ValueError(
             f"{fn}: {name} must have shape (..., L, d_model={d_model}); "
@@ -296,14 +332,16 @@ def check_merge_heads(fn: str, x) -> None:
 
 
 def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
-    """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``."""
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        check_layer_input(fn, x, d_model, name)
+    """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``; finite values."""
+    named = {"query": query, "key": key, "value": value}
+    for name, x in named.items():
+        _layer_input_shape(fn, x, d_model, name)
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"{fn}: key and value must have the same length L_k; "
             f"got key.shape={shape_str(key)} and value.shape={shape_str(value)}"
         )
+    require_all_finite(fn, named)
 
 
 def check_choice(fn: str, name: str, value, choices) -> None:
@@ -358,3 +396,10 @@ def check_rank(fn: str, length, rank) -> None:
     require_positive_int(fn, "rank", rank)
     if rank > length:
         raise ValueError(f"{fn}: rank={rank} must not exceed the number of tokens, {length}")
+
+
+def check_tiled(fn: str, q, k, v, mask, block_q, block_k) -> None:
+    """``attention``'s rules, plus block sizes that are positive ints."""
+    check_attention(fn, q, k, v, mask)
+    require_positive_int(fn, "block_q", block_q)
+    require_positive_int(fn, "block_k", block_k)

@@ -4,7 +4,7 @@ Absolute times depend on the machine and on what else it is doing; ratios betwee
 implementations timed side by side, on the same inputs, in the same process, in interleaved
 rounds, travel much better. Nothing here asserts a speed: the numbers are for reading.
 
-Two tables:
+Four tables:
 
 1. **Dense attention** (B=1, H=8, L=1024, d=64, float32): attnlib's fast path against
    ``F.scaled_dot_product_attention``; attnlib's explicit path (which returns the weights) and
@@ -14,6 +14,14 @@ Two tables:
    ``truncated_attention`` against ``F.scaled_dot_product_attention`` with a window mask, the
    exponent of time against L fitted over the lengths, and the peak memory of each call,
    measured in a fresh process (CPU: growth of the resident set; CUDA: the allocator's peak).
+3. **Tiled exact attention** (``tiled_attention``, the FlashAttention algorithm): its time
+   against ``F.scaled_dot_product_attention`` (B=1, H=4, L=8192, d=64), and its peak memory
+   for one head at L = 32768, forward and forward+backward, as a share of one L×L float32
+   matrix.
+4. **Encoder block**: ``attnlib.torch.TransformerEncoderBlock`` against
+   ``torch.nn.TransformerEncoderLayer`` with the same weights (B=8, L=512, d=256, 8 heads,
+   d_ff=1024, no dropout): forward (evaluation mode, no gradients: PyTorch takes its fused
+   fast path) and forward+backward (training mode).
 
     python -m attnlib.bench            # the full run, about two minutes on 2 cores
     python -m attnlib.bench --quick    # small sizes, a few seconds
@@ -37,8 +45,22 @@ import torch.nn.functional as F
 from . import numpy as attn_np
 from . import torch as attn_torch
 
-FULL = {"dense_length": 1024, "band_lengths": (4096, 8192, 16384, 32768), "repeats": 10}
-QUICK = {"dense_length": 256, "band_lengths": (512, 1024, 2048), "repeats": 3}
+FULL = {
+    "dense_length": 1024,
+    "band_lengths": (4096, 8192, 16384, 32768),
+    "tiled_length": 8192,
+    "tiled_memory_length": 32768,
+    "encoder": (8, 512, 256),  # B, L, d
+    "repeats": 10,
+}
+QUICK = {
+    "dense_length": 256,
+    "band_lengths": (512, 1024, 2048),
+    "tiled_length": 1024,
+    "tiled_memory_length": 2048,
+    "encoder": (2, 64, 64),
+    "repeats": 3,
+}
 WINDOW, BAND_HEADS, HEAD_DIM, DENSE_HEADS = 64, 4, 64, 8
 MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 1024 matrices
 
@@ -169,11 +191,45 @@ def band_call(kind: str, length: int, device: torch.device) -> Callable[[], obje
     return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+#: One head of attention, four ways, for memory measurements (``one_head_call``).
+ONE_HEAD = {
+    "explicit": lambda q, k, v: attn_torch.attention(q, k, v)[0],  # keeps the L×L weights
+    "sdpa": F.scaled_dot_product_attention,  # PyTorch's fused kernel
+    "tiled": attn_torch.tiled_attention,  # exact, tile by tile
+    "band": lambda q, k, v: attn_torch.truncated_attention(q, k, v, WINDOW),  # truncated
+}
+
+
+def one_head_call(kind: str, length: int, device: torch.device) -> Callable[[], object]:
+    """One head (d=64, float32) through ``ONE_HEAD[kind]``; ``kind + "+backward"`` also runs
+    the backward pass (gradients of q, k and v)."""
+    name, _, backward = kind.partition("+")
+    q, k, v = (
+        x.requires_grad_(bool(backward)) for x in random_qkv((1, 1, length, HEAD_DIM), device)
+    )
+    if backward:
+        return lambda: ONE_HEAD[name](q, k, v).sum().backward()
+    return lambda: ONE_HEAD[name](q, k, v)
+
+
 def peak_bytes(kind: str, length: int, device: torch.device) -> int:
     """Peak memory of one call, measured in a fresh Python process (see ``_measure_peak``)."""
-    command = [sys.executable, "-m", "attnlib.bench", "--_peak", kind, str(length), str(device)]
-    result = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(result.stdout)["peak_bytes"]
+    return peak_bytes_by_length(kind, [length], device)[0]
+
+
+def peak_bytes_by_length(kind: str, lengths, device: torch.device) -> list[int]:
+    """Peak memory of one call at each length, shortest first, in one fresh Python process.
+
+    The C library is told to hand every block of 64 KiB or more back to the system as soon as
+    it is freed (``MALLOC_MMAP_THRESHOLD_``, glibc), so a call cannot quietly reuse memory the
+    previous one released, and each peak is the call's own.
+    """
+    sizes = ",".join(str(length) for length in sorted(lengths))
+    command = [sys.executable, "-m", "attnlib.bench", "--_peak", kind, sizes, str(device)]
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    result = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    peaks = dict(zip(sorted(lengths), json.loads(result.stdout)["peak_bytes"]))
+    return [peaks[length] for length in lengths]
 
 
 def _measure_peak(kind: str, length: int, device: torch.device) -> int:
@@ -182,8 +238,9 @@ def _measure_peak(kind: str, length: int, device: torch.device) -> int:
     (the inputs are allocated before that baseline)."""
     # Warm up on a short sequence: one-time set-up (thread pools, kernels) is not the call's,
     # but buffers of the measured size must not be cached and reused either.
-    band_call(kind, min(length, 128), device)()
-    call = band_call(kind, length, device)
+    make_call = band_call if kind in ("dense", "truncated") else one_head_call
+    make_call(kind, min(length, 128), device)()
+    call = make_call(kind, length, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -263,6 +320,91 @@ def band_table(lengths, repeats: int, device: torch.device) -> list[str]:
     return lines
 
 
+# --------------------------------------------------------------------------- tiled attention
+
+
+def tiled_table(length: int, memory_length: int, repeats: int, device: torch.device) -> list[str]:
+    """Tiled exact attention: time against the fused kernel, peak memory against L²."""
+    q, k, v = random_qkv((1, BAND_HEADS, length, HEAD_DIM), device)
+    calls = {
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+        "tiled": lambda: attn_torch.tiled_attention(q, k, v),
+    }
+    times = median_seconds(calls, max(1, repeats // 3), device)
+    ratio = times["tiled"] / times["sdpa"]
+    block = attn_torch.tiled_attention.__kwdefaults__["block_q"]
+    lines = [
+        f"Tiled exact attention (tiled_attention, blocks of {block} queries and keys), float32",
+        f"  time, B=1, H={BAND_HEADS}, L={length}, d={HEAD_DIM}: "
+        f"tiled {times['tiled'] * 1e3:.1f} ms, "
+        f"F.scaled_dot_product_attention {times['sdpa'] * 1e3:.1f} ms, "
+        f"ratio {ratio:.2f} (target ≤ 2)",
+    ]
+    one_matrix = memory_length * memory_length * 4
+    for kind in ("tiled", "tiled+backward"):
+        peak = peak_bytes(kind, memory_length, device)  # one head
+        what = "forward" if kind == "tiled" else "forward+backward"
+        lines.append(
+            f"  peak memory, one head, L={memory_length}, {what:<16}: {peak / 2**20:7.1f} MiB "
+            f"= {peak / one_matrix:.2%} of one L×L float32 matrix (target ≤ 5%)"
+        )
+    return lines
+
+
+# --------------------------------------------------------------------------- encoder block
+
+
+def encoder_table(batch: int, length: int, d_model: int, repeats: int, device) -> list[str]:
+    """attnlib's encoder block against ``nn.TransformerEncoderLayer``, same weights."""
+    torch.manual_seed(0)
+    heads, d_ff = 8 if d_model >= 64 else 2, 4 * d_model
+    reference = torch.nn.TransformerEncoderLayer(
+        d_model, heads, d_ff, dropout=0.0, batch_first=True
+    ).to(device)
+    ours = attn_torch.TransformerEncoderBlock.from_torch(reference)
+    x = torch.randn(batch, length, d_model, device=device)
+    x_grad = x.clone().requires_grad_()
+
+    def forward(layer, train: bool, **kwargs):
+        def call():
+            layer.train(train)
+            with torch.no_grad():
+                layer(x, **kwargs)
+
+        return call
+
+    def forward_backward(layer, **kwargs):
+        def call():
+            layer.train(True)
+            output = layer(x_grad, **kwargs)
+            (output[0] if isinstance(output, tuple) else output).sum().backward()
+
+        return call
+
+    groups = {
+        "forward (eval, no grad)": {
+            "torch": forward(reference, False),
+            "attnlib": forward(ours, False, need_weights=False),
+        },
+        "forward+backward (train)": {
+            "torch": forward_backward(reference),
+            "attnlib": forward_backward(ours, need_weights=False),
+        },
+    }
+    lines = [
+        f"Encoder block: attnlib TransformerEncoderBlock vs nn.TransformerEncoderLayer, same "
+        f"weights, B={batch}, L={length}, d={d_model}, {heads} heads, d_ff={d_ff}, float32"
+    ]
+    for name, calls in groups.items():
+        times = median_seconds(calls, repeats, device)
+        lines.append(
+            f"  {name:<26} attnlib {times['attnlib'] * 1e3:8.1f} ms, torch "
+            f"{times['torch'] * 1e3:8.1f} ms, ratio {times['attnlib'] / times['torch']:.2f} "
+            "(target ≤ 1.2)"
+        )
+    return lines
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -275,8 +417,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--_peak", nargs=3, help=argparse.SUPPRESS)  # internal: one measurement
     args = parser.parse_args(argv)
     if args._peak:
-        kind, length, device = args._peak
-        print(json.dumps({"peak_bytes": _measure_peak(kind, int(length), torch.device(device))}))
+        kind, lengths, device = args._peak
+        peaks = [_measure_peak(kind, int(n), torch.device(device)) for n in lengths.split(",")]
+        print(json.dumps({"peak_bytes": peaks}))
         return
     device = torch.device(args.device) if args.device else attn_torch.default_device()
     sizes = QUICK if args.quick else FULL
@@ -286,6 +429,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("\n".join(dense_table(sizes["dense_length"], sizes["repeats"], device)))
     print("\n".join(band_table(sizes["band_lengths"], sizes["repeats"], device)))
+    tiled = tiled_table(
+        sizes["tiled_length"], sizes["tiled_memory_length"], sizes["repeats"], device
+    )
+    print("\n".join(tiled))
+    print("\n".join(encoder_table(*sizes["encoder"], sizes["repeats"], device)))
     print("Times: medians of interleaved rounds. Memory: one call in a fresh process.")
 
 

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from . import _band, _checks
+from . import _checks, _tiles
 from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "dot_product_scores",
     "additive_scores",
     "attention",
+    "tiled_attention",
     "truncated_attention",
     "elu_feature_map",
     "linear_attention",
@@ -176,8 +177,43 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_attention("attention", q, k, v, mask)
+    return _attention(q, k, v, mask, scale, need_weights)
+
+
+def _attention(q, k, v, mask, scale, need_weights):
+    """``attention`` without the input checks (for callers that have checked already)."""
     weights = _masked_softmax(_scaled_scores(q, k, scale), -1, mask)
     return weights @ v, (weights if need_weights else None)
+
+
+def tiled_attention(
+    q, k, v, mask=None, scale=None, *, block_q=_tiles.DEFAULT_BLOCK, block_k=_tiles.DEFAULT_BLOCK
+) -> np.ndarray:
+    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
+    FlashAttention algorithm (Dao et al., 2022), with the online softmax.
+
+    .. math:: m \leftarrow \max(m, \max_j s_j), \quad
+              \ell \leftarrow e^{m_{\text{old}} - m}\,\ell + \textstyle\sum_j e^{s_j - m}, \quad
+              y \leftarrow e^{m_{\text{old}} - m}\,y + \textstyle\sum_j e^{s_j - m} v_j,
+              \qquad \text{output} = y / \ell
+
+    Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
+    maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y``. The result equals
+    ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10); a fully masked row gives zeros.
+
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``,
+    ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
+
+    >>> x = np.eye(4)
+    >>> out = tiled_attention(x, x, x, causal_mask(4), block_q=2, block_k=3)
+    >>> np.allclose(out, attention(x, x, x, causal_mask(4))[0])
+    True
+    """
+    q, k, v = _array("q", q), _array("k", k), _array("v", v)
+    mask = None if mask is None else _array("mask", mask)
+    _checks.check_tiled("tiled_attention", q, k, v, mask, block_q, block_k)
+    plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
+    return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> np.ndarray:
@@ -185,9 +221,9 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     (and ``j <= i`` if ``causal``), in O(L·window) time and memory.
 
     The result equals ``attention(q, k, v, mask=window_mask(L, window))[0]`` (with
-    ``& causal_mask(L)`` if ``causal``), but no ``L × L`` array is ever built: the queries are
-    cut into blocks of about ``window`` rows, and each block is scored only against the
-    ``block + 2·window`` keys that can reach it, a chunk of blocks at a time.
+    ``& causal_mask(L)`` if ``causal``), but no ``L × L`` array is ever built: it is
+    ``tiled_attention``'s kernel visiting only the tiles that touch the band (blocks of about
+    ``window`` queries, each against its own and its neighbouring key blocks).
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -198,31 +234,54 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     """
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
-    length = q.shape[-2]
-    block = _band.block_size(window, length)
-    scale = _default_scale(scale, q.shape[-1])
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    out = np.empty((*batch, length, v.shape[-1]), dtype=np.result_type(q, k, v))
-    for chunk in _band.chunks(length, window, block):
-        out[..., chunk.start : chunk.stop, :] = _band_chunk(
-            q, k, v, chunk, block, window, causal, scale
-        )
+    plan = _tiles.BandPlan(q.shape[-2], window, causal, heads=math.prod(batch))
+    return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
+
+
+def _tiled(q, k, v, mask, scale, plan) -> np.ndarray:
+    """The online softmax, tile by tile, under a plan (``attnlib._tiles``)."""
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*batch, q.shape[-2], k.shape[-2]))  # a view
+    out = np.empty((*batch, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
+    for group in plan.query_groups():
+        q_blocks = _query_rows(q, group) * scale
+        maximum = np.full((*q_blocks.shape[:-1], 1), -np.inf, dtype=out.dtype)
+        total, output = np.zeros_like(maximum), 0.0
+        for tile in plan.key_tiles(group):
+            scores = q_blocks @ _key_rows(k, tile)
+            allowed = plan.tile_mask(mask, group, tile)
+            if allowed is not None:
+                scores[..., ~np.broadcast_to(allowed, scores.shape)] = -np.inf
+            new_maximum = np.maximum(maximum, scores.max(axis=-1, keepdims=True))
+            shift = np.where(new_maximum == -np.inf, 0.0, new_maximum)  # empty rows so far
+            weights = np.exp(scores - shift)
+            rescale = np.exp(maximum - shift)  # 0 on the first tile
+            total = total * rescale + weights.sum(axis=-1, keepdims=True)
+            output = output * rescale + weights @ np.swapaxes(_key_rows(v, tile), -1, -2)
+            maximum = new_maximum
+        normalised = np.divide(output, total, out=np.zeros_like(output), where=total > 0)
+        rows = normalised.reshape(*normalised.shape[:-3], -1, normalised.shape[-1])
+        out[..., group.start : group.stop, :] = rows[..., : group.stop - group.start, :]
     return out
 
 
-def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> np.ndarray:
-    """The output rows of one chunk of queries (see ``attnlib._band``)."""
-    length, span = q.shape[-2], block + 2 * window
-    key_lo, key_hi, before, after = _band.padding(chunk, block, window, length)
-    extra = chunk.num_blocks * block - (chunk.stop - chunk.start)  # fills the last block
-    q_blocks = _pad_rows(q[..., chunk.start : chunk.stop, :], 0, extra)
-    q_blocks = q_blocks.reshape(*q.shape[:-2], chunk.num_blocks, block, q.shape[-1])
-    k_blocks = _reachable_rows(_pad_rows(k[..., key_lo:key_hi, :], before, after), span, block)
-    v_blocks = _reachable_rows(_pad_rows(v[..., key_lo:key_hi, :], before, after), span, block)
-    mask = _band.block_mask(chunk, block, window, length, causal)
-    scores = (q_blocks @ np.swapaxes(k_blocks, -1, -2)) * scale
-    out = _masked_softmax(scores, -1, mask) @ v_blocks
-    return out.reshape(*out.shape[:-3], -1, v.shape[-1])[..., : chunk.stop - chunk.start, :]
+def _query_rows(x: np.ndarray, group) -> np.ndarray:
+    """A group's query rows, padded to ``count`` full blocks: ``(..., count, size, d)``."""
+    rows = x[..., group.start : group.stop, :]
+    extra = group.count * group.size - rows.shape[-2]
+    rows = _pad_rows(rows, 0, extra)
+    return rows.reshape(*rows.shape[:-2], group.count, group.size, rows.shape[-1])
+
+
+def _key_rows(x: np.ndarray, tile) -> np.ndarray:
+    """Rows ``tile.start … tile.stop − 1`` of ``x``, zeros outside ``0 … L − 1``, cut into
+    the tile's windows: ``(..., count, d, span)`` (a strided view where no padding is needed)."""
+    before, after = _tiles.rows_outside(tile, x.shape[-2])
+    rows = _pad_rows(x[..., max(0, tile.start) : min(x.shape[-2], tile.stop), :], before, after)
+    windows = np.lib.stride_tricks.sliding_window_view(rows, tile.span, axis=-2)
+    return windows[..., :: tile.step, :, :]
 
 
 def _pad_rows(x: np.ndarray, before: int, after: int) -> np.ndarray:
@@ -230,13 +289,6 @@ def _pad_rows(x: np.ndarray, before: int, after: int) -> np.ndarray:
     if before == after == 0:
         return x
     return np.pad(x, [(0, 0)] * (x.ndim - 2) + [(before, after), (0, 0)])
-
-
-def _reachable_rows(x: np.ndarray, span: int, block: int) -> np.ndarray:
-    """``(..., L', d)`` → ``(..., num_blocks, span, d)``: rows ``b·block … b·block + span − 1``
-    for every block ``b`` (overlapping windows, a strided view until used)."""
-    windows = np.lib.stride_tricks.sliding_window_view(x, span, axis=-2)[..., ::block, :, :]
-    return np.swapaxes(windows, -1, -2)
 
 
 # --------------------------------------------------------------------------- linear attention
@@ -565,8 +617,11 @@ class SelfAttention:
     def __call__(self, x, mask=None, need_weights: bool = True):
         """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
         x = _array("x", x)
+        mask = None if mask is None else _array("mask", mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
-        return attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
+        if mask is not None:
+            _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
+        return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
 
     def __repr__(self) -> str:
         return f"SelfAttention(d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v})"
@@ -586,6 +641,11 @@ def split_heads(x, num_heads: int) -> np.ndarray:
     """
     x = _array("x", x)
     _checks.check_split_heads("split_heads", x, num_heads)
+    return _split_heads(x, num_heads)
+
+
+def _split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
+    """``split_heads`` without the input checks."""
     *batch, length, width = x.shape
     return np.swapaxes(x.reshape(*batch, length, num_heads, width // num_heads), -2, -3)
 
@@ -601,6 +661,11 @@ def merge_heads(x) -> np.ndarray:
     """
     x = _array("x", x)
     _checks.check_merge_heads("merge_heads", x)
+    return _merge_heads(x)
+
+
+def _merge_heads(x: np.ndarray) -> np.ndarray:
+    """``merge_heads`` without the input checks."""
     x = np.swapaxes(x, -2, -3)
     return x.reshape(*x.shape[:-2], -1)
 
@@ -663,13 +728,19 @@ class MultiHeadAttention:
         value = key if value is None else _array("value", value)
         fn = "MultiHeadAttention"
         _checks.check_multihead_input(fn, query, key, value, self.d_model)
+        mask = None if mask is None else _array("mask", mask)
+        head_mask = _checks.mask_for_heads(fn, mask, query, key, self.num_heads)
+        return self._call(query, key, value, head_mask, need_weights)
+
+    def _call(self, query, key, value, head_mask, need_weights: bool):
+        """``__call__`` without the input checks; ``head_mask`` has its head axis already
+        (``_checks.mask_for_heads``)."""
         heads = self.num_heads
-        q = split_heads(_project(query, self.w_q, self.b_q), heads)
-        k = split_heads(_project(key, self.w_k, self.b_k), heads)
-        v = split_heads(_project(value, self.w_v, self.b_v), heads)
-        mask = _checks.mask_for_heads(fn, mask, query, key, heads)
-        per_head, weights = attention(q, k, v, mask, None, need_weights)
-        return _project(merge_heads(per_head), self.w_o, self.b_o), weights
+        q = _split_heads(_project(query, self.w_q, self.b_q), heads)
+        k = _split_heads(_project(key, self.w_k, self.b_k), heads)
+        v = _split_heads(_project(value, self.w_v, self.b_v), heads)
+        per_head, weights = _attention(q, k, v, head_mask, None, need_weights)
+        return _project(_merge_heads(per_head), self.w_o, self.b_o), weights
 
     def __repr__(self) -> str:
         return (
@@ -718,6 +789,10 @@ class LayerNorm:
         """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         x = _array("x", x)
         _checks.check_layer_input("LayerNorm", x, len(self.weight))
+        return self._call(x)
+
+    def _call(self, x: np.ndarray) -> np.ndarray:
+        """``__call__`` without the input checks."""
         centred = x - x.mean(axis=-1, keepdims=True)
         variance = (centred**2).mean(axis=-1, keepdims=True)
         return centred / np.sqrt(variance + self.eps) * self.weight + self.bias
@@ -767,6 +842,10 @@ class FeedForward:
         """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         x = _array("x", x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
+        return self._call(x)
+
+    def _call(self, x: np.ndarray) -> np.ndarray:
+        """``__call__`` without the input checks."""
         return _activation(self.activation, x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2
 
 
@@ -816,15 +895,20 @@ class TransformerEncoderBlock:
 
     def __call__(self, x, mask=None, need_weights: bool = True):
         """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
+        fn, attention_layer = "TransformerEncoderBlock", self.self_attention
+        x = _array("x", x)
+        mask = None if mask is None else _array("mask", mask)
+        _checks.check_multihead_input(fn, x, x, x, attention_layer.d_model)  # x is the query
+        head_mask = _checks.mask_for_heads(fn, mask, x, x, attention_layer.num_heads)
+        attend, norm1, norm2 = attention_layer._call, self.norm1._call, self.norm2._call
         if self.norm_first:
-            attended, weights = self.self_attention(
-                self.norm1(x), mask=mask, need_weights=need_weights
-            )
+            h = norm1(x)
+            attended, weights = attend(h, h, h, head_mask, need_weights)
             x = x + attended
-            return x + self.feed_forward(self.norm2(x)), weights
-        attended, weights = self.self_attention(x, mask=mask, need_weights=need_weights)
-        x = self.norm1(x + attended)
-        return self.norm2(x + self.feed_forward(x)), weights
+            return x + self.feed_forward._call(norm2(x)), weights
+        attended, weights = attend(x, x, x, head_mask, need_weights)
+        x = norm1(x + attended)
+        return norm2(x + self.feed_forward._call(x)), weights
 
 
 class TransformerDecoderBlock:
@@ -875,24 +959,29 @@ class TransformerDecoderBlock:
         self, x, memory, mask=None, memory_mask=None, causal: bool = True, need_weights: bool = True
     ):
         """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
+        fn, heads = "TransformerDecoderBlock", self.self_attention.num_heads
         x, memory = _array("x", x), _array("memory", memory)
+        mask = None if mask is None else _array("mask", mask)
+        memory_mask = None if memory_mask is None else _array("memory_mask", memory_mask)
+        _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
         if causal:
             future = causal_mask(x.shape[-2])
             mask = future if mask is None else mask & future
+        self_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
+        cross_mask = _checks.mask_for_heads(fn, memory_mask, x, memory, heads)
+        norm1, norm2, norm3 = self.norm1._call, self.norm2._call, self.norm3._call
+        attend_self, attend_memory = self.self_attention._call, self.cross_attention._call
         if self.norm_first:
-            attended, self_weights = self.self_attention(
-                self.norm1(x), mask=mask, need_weights=need_weights
+            h = norm1(x)
+            attended, self_weights = attend_self(h, h, h, self_mask, need_weights)
+            x = x + attended
+            attended, cross_weights = attend_memory(
+                norm2(x), memory, memory, cross_mask, need_weights
             )
             x = x + attended
-            attended, cross_weights = self.cross_attention(
-                self.norm2(x), memory, mask=memory_mask, need_weights=need_weights
-            )
-            x = x + attended
-            return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
-        attended, self_weights = self.self_attention(x, mask=mask, need_weights=need_weights)
-        x = self.norm1(x + attended)
-        attended, cross_weights = self.cross_attention(
-            x, memory, mask=memory_mask, need_weights=need_weights
-        )
-        x = self.norm2(x + attended)
-        return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights
+            return x + self.feed_forward._call(norm3(x)), self_weights, cross_weights
+        attended, self_weights = attend_self(x, x, x, self_mask, need_weights)
+        x = norm1(x + attended)
+        attended, cross_weights = attend_memory(x, memory, memory, cross_mask, need_weights)
+        x = norm2(x + attended)
+        return norm3(x + self.feed_forward._call(x)), self_weights, cross_weights

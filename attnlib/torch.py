@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _band, _checks
+from . import _checks, _tiles
 from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "dot_product_scores",
     "additive_scores",
     "attention",
+    "tiled_attention",
     "truncated_attention",
     "elu_feature_map",
     "linear_attention",
@@ -187,6 +188,11 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     """
     _require_tensors("attention", q=q, k=k, v=v, mask=mask)
     _checks.check_attention("attention", q, k, v, mask)
+    return _attention(q, k, v, mask, scale, need_weights)
+
+
+def _attention(q, k, v, mask, scale, need_weights):
+    """``attention`` without the input checks (for callers that have checked already)."""
     if not need_weights:
         return _fused_attention(q, k, v, mask, scale), None
     weights = _masked_softmax(_scaled_scores(q, k, scale), -1, mask)
@@ -212,13 +218,210 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     return output
 
 
+def tiled_attention(
+    q, k, v, mask=None, scale=None, *, block_q=_tiles.DEFAULT_BLOCK, block_k=_tiles.DEFAULT_BLOCK
+):
+    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
+    FlashAttention algorithm (Dao et al., 2022), in PyTorch operations.
+
+    .. math:: m \leftarrow \max(m, \max_j s_j), \quad
+              \ell \leftarrow e^{m_{\text{old}} - m}\,\ell + \textstyle\sum_j e^{s_j - m}, \quad
+              y \leftarrow e^{m_{\text{old}} - m}\,y + \textstyle\sum_j e^{s_j - m} v_j,
+              \qquad \text{output} = y / \ell
+
+    Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
+    maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y`` (the online softmax).
+    The result equals ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10), fully masked
+    rows included (zeros). The backward pass recomputes the tiles instead of storing the
+    weights, so training memory is linear in the length too.
+
+    Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``,
+    ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
+
+    >>> x = torch.eye(4)
+    >>> out = tiled_attention(x, x, x, causal_mask(4), block_q=2, block_k=3)
+    >>> torch.allclose(out, attention(x, x, x, causal_mask(4))[0])
+    True
+    """
+    fn = "tiled_attention"
+    _require_tensors(fn, q=q, k=k, v=v, mask=mask)
+    _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
+    plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
+    return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
+
+
+def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
+    """The tiled kernel under a plan (``attnlib._tiles``), differentiable: inputs broadcast to
+    one batch shape, then the forward pass, with a backward pass that recomputes tiles."""
+    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if mask is not None:
+        mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        return _TiledAttention.apply(q, k, v, mask, scale, plan)
+    return _tiled_forward(*_expand_batch(batch, q, k, v), mask, scale, plan)[0]
+
+
+def _expand_batch(batch, *tensors):
+    """Views of ``(..., L, d)`` tensors with the common batch shape."""
+    return [x.expand(*batch, *x.shape[-2:]) for x in tensors]
+
+
+def _key_rows(x: torch.Tensor, tile) -> torch.Tensor:
+    """Rows ``tile.start … tile.stop − 1`` of ``x`` along the token axis, zeros outside
+    ``0 … L − 1``; then cut into the tile's windows: ``(..., count, d, span)``."""
+    before, after = _tiles.rows_outside(tile, x.shape[-2])
+    rows = x[..., max(0, tile.start) : min(x.shape[-2], tile.stop), :]
+    if before or after:
+        rows = F.pad(rows, (0, 0, before, after))
+    return rows.unfold(-2, tile.span, tile.step)
+
+
+def _query_rows(x: torch.Tensor, group) -> torch.Tensor:
+    """A group's query rows, padded to ``count`` full blocks: ``(..., count, size, d)``."""
+    rows = x[..., group.start : group.stop, :]
+    extra = group.count * group.size - rows.shape[-2]
+    if extra:
+        rows = F.pad(rows, (0, 0, 0, extra))
+    return rows.unflatten(-2, (group.count, group.size))
+
+
+def _tile_scores(q_blocks, k_tile, allowed) -> torch.Tensor:
+    """Scores of one tile, ``(..., count, size, span)``, with -inf where not ``allowed``."""
+    scores = q_blocks @ k_tile
+    if allowed is not None:
+        scores.masked_fill_(~allowed, -math.inf)
+    return scores
+
+
+def _tiled_forward(q, k, v, mask, scale, plan):
+    """Output ``(..., L_q, d_v)`` and log-sum-exp of each row's scores ``(..., L_q, 1)``
+    (-inf for a row with nothing to attend to): the online softmax, tile by tile."""
+    out = q.new_empty(*q.shape[:-1], v.shape[-1])
+    logsumexp = q.new_empty(*q.shape[:-1], 1)
+    masks = _TileMasks(plan, mask, q.device)
+    for group in plan.query_groups():
+        q_blocks = _query_rows(q, group) * scale
+        maximum = q_blocks.new_full((*q_blocks.shape[:-1], 1), -math.inf)
+        total, output = torch.zeros_like(maximum), 0.0
+        for tile in plan.key_tiles(group):
+            scores = _tile_scores(q_blocks, _key_rows(k, tile), masks(group, tile))
+            new_maximum = torch.maximum(maximum, scores.amax(-1, keepdim=True))
+            shift = new_maximum.masked_fill(new_maximum == -math.inf, 0.0)  # empty rows so far
+            weights = scores.sub_(shift).exp_()  # in place: the scores are not needed again
+            rescale = torch.exp(maximum - shift)  # 0 on the first tile
+            total = total * rescale + weights.sum(-1, keepdim=True)
+            output = output * rescale + weights @ _key_rows(v, tile).transpose(-1, -2)
+            maximum = new_maximum
+        rows = slice(group.start, group.stop)
+        out[..., rows, :] = _drop_padding(output / total.clamp_min(1e-30) * (total > 0), group)
+        logsumexp[..., rows, :] = _drop_padding(shift + total.log(), group)
+    return out, logsumexp
+
+
+def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
+    """``(..., count, size, d)`` → ``(..., stop − start, d)``: the group's real query rows."""
+    return x.flatten(-3, -2)[..., : group.stop - group.start, :]
+
+
+class _TileMasks:
+    """The boolean mask of each tile as a tensor on ``device`` (a band plan's constant part is
+    converted once)."""
+
+    def __init__(self, plan, mask, device):
+        self.plan, self.mask, self.device, self.cache = plan, mask, device, {}
+
+    def __call__(self, group, tile):
+        allowed = self.plan.tile_mask(self.mask, group, tile)
+        if allowed is None or isinstance(allowed, torch.Tensor):
+            return allowed
+        key = id(allowed)
+        if key not in self.cache:
+            self.cache[key] = (allowed, torch.from_numpy(allowed).to(self.device))
+        return self.cache[key][1]
+
+
+class _TiledAttention(torch.autograd.Function):
+    """``_tiled_forward`` with a backward pass that recomputes each tile's weights from the
+    saved log-sum-exp (FlashAttention-2's backward): memory O(L·d), never O(L²)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask, scale, plan):
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q_, k_, v_ = _expand_batch(batch, q, k, v)
+        out, logsumexp = _tiled_forward(q_, k_, v_, mask, scale, plan)
+        ctx.save_for_backward(q, k, v, out, logsumexp)
+        ctx.mask, ctx.scale, ctx.plan, ctx.batch = mask, scale, plan, batch
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, logsumexp = ctx.saved_tensors
+        q_, k_, v_ = _expand_batch(ctx.batch, q, k, v)
+        grads = _tiled_backward(q_, k_, v_, ctx.mask, ctx.scale, ctx.plan, out, logsumexp, grad_out)
+        reduced = [g.sum_to_size(x.shape) for g, x in zip(grads, (q, k, v))]  # undo broadcasts
+        return (*reduced, None, None, None)
+
+
+def _tiled_backward(q, k, v, mask, scale, plan, out, logsumexp, grad_out):
+    """Gradients for q, k and v, tile by tile: ``P = exp(S − logsumexp)`` recomputed,
+    ``dV += Pᵀ dO``, ``dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))``, ``dQ += dS K``, ``dK += dSᵀ Q``."""
+    grad_q = torch.zeros_like(q)
+    grad_k, grad_v, before = _padded_zeros(k, plan), _padded_zeros(v, plan), _rows_before(plan)
+    delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
+    masks = _TileMasks(plan, mask, q.device)
+    for group in plan.query_groups():
+        q_blocks = _query_rows(q, group) * scale
+        d_out = _query_rows(grad_out, group)
+        lse = _query_rows(logsumexp, group)
+        shift = lse.masked_fill(lse == -math.inf, 0.0)  # rows with nothing to attend to
+        row_delta = _query_rows(delta, group)
+        grad_q_blocks = torch.zeros_like(q_blocks)
+        for tile in plan.key_tiles(group):
+            k_tile, v_tile = _key_rows(k, tile), _key_rows(v, tile)
+            weights = _tile_scores(q_blocks, k_tile, masks(group, tile)).sub_(shift).exp_()
+            grad_weights = d_out @ v_tile  # (..., count, size, span)
+            grad_scores = weights * (grad_weights - row_delta)
+            grad_q_blocks += grad_scores @ k_tile.transpose(-1, -2)
+            _add_to_keys(grad_v, tile, weights.transpose(-1, -2) @ d_out, before)
+            _add_to_keys(grad_k, tile, grad_scores.transpose(-1, -2) @ q_blocks, before)
+        grad_q[..., group.start : group.stop, :] = _drop_padding(grad_q_blocks * scale, group)
+    length = k.shape[-2]
+    return (
+        grad_q,
+        grad_k[..., before : before + length, :],
+        grad_v[..., before : before + length, :],
+    )
+
+
+def _padded_zeros(x: torch.Tensor, plan) -> torch.Tensor:
+    """Zeros like ``x`` with the plan's padding rows around the token axis (gradients of
+    tiles at the edges land there and are dropped)."""
+    before, after = plan.key_padding()
+    return x.new_zeros(*x.shape[:-2], before + x.shape[-2] + after, x.shape[-1])
+
+
+def _rows_before(plan) -> int:
+    return plan.key_padding()[0]
+
+
+def _add_to_keys(grad: torch.Tensor, tile, tile_grad: torch.Tensor, before: int) -> None:
+    """Add a tile's key gradients ``(..., count, span, d)`` to the rows they came from. The
+    windows overlap, so they are added ``step`` rows at a time: piece ``p`` of every window
+    is a run of ``count·step`` consecutive rows."""
+    for piece in range(tile.span // tile.step):
+        first = before + tile.start + piece * tile.step
+        rows = tile_grad[..., piece * tile.step : (piece + 1) * tile.step, :].flatten(-3, -2)
+        grad[..., first : first + rows.shape[-2], :] += rows
+
+
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> torch.Tensor:
     r"""Attention restricted to a band, ``|i - j| <= window`` (and ``j <= i`` if ``causal``),
     in O(L·window) time and memory; as ``attnlib.numpy.truncated_attention``.
 
     Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
-    ``L × L`` matrix: the queries are cut into blocks of about ``window`` rows, each scored
-    against the ``block + 2·window`` keys that can reach it, a chunk of blocks at a time.
+    ``L × L`` matrix: it is ``tiled_attention``'s kernel visiting only the tiles that touch the
+    band (blocks of about ``window`` queries, each against its own and its neighbouring key
+    blocks), with the same backward pass that recomputes the tiles.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -229,32 +432,9 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     """
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
-    length = q.shape[-2]
-    block = _band.block_size(window, length)
-    scale = _default_scale(scale, q.shape[-1])
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    out = q.new_empty(*batch, length, v.shape[-1])
-    for chunk in _band.chunks(length, window, block):
-        out[..., chunk.start : chunk.stop, :] = _band_chunk(
-            q, k, v, chunk, block, window, causal, scale
-        )
-    return out
-
-
-def _band_chunk(q, k, v, chunk, block, window, causal, scale) -> torch.Tensor:
-    """The output rows of one chunk of queries (see ``attnlib._band``): scores against the
-    reachable keys only, with the band mask added as -inf before the softmax."""
-    length, span = q.shape[-2], block + 2 * window
-    key_lo, key_hi, before, after = _band.padding(chunk, block, window, length)
-    extra = chunk.num_blocks * block - (chunk.stop - chunk.start)  # fills the last block
-    q_chunk = q[..., chunk.start : chunk.stop, :] * scale  # cheaper than scaling the scores
-    q_blocks = F.pad(q_chunk, (0, 0, 0, extra)).unflatten(-2, (-1, block))
-    k_blocks = F.pad(k[..., key_lo:key_hi, :], (0, 0, before, after)).unfold(-2, span, block)
-    v_blocks = F.pad(v[..., key_lo:key_hi, :], (0, 0, before, after)).unfold(-2, span, block)
-    blocked = torch.from_numpy(~_band.block_mask(chunk, block, window, length, causal))
-    scores = (q_blocks @ k_blocks).masked_fill_(blocked.to(q.device), -math.inf)
-    out = torch.softmax(scores, dim=-1) @ v_blocks.transpose(-1, -2)
-    return out.flatten(-3, -2)[..., : chunk.stop - chunk.start, :]
+    plan = _tiles.BandPlan(q.shape[-2], window, causal, heads=math.prod(batch))
+    return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
 
 
 # --------------------------------------------------------------------------- linear attention
@@ -546,9 +726,11 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask=None, need_weights: bool = True):
         """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
-        _require_tensors("SelfAttention", x=x)
+        _require_tensors("SelfAttention", x=x, mask=mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
-        return attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
+        if mask is not None:
+            _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
+        return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"
@@ -566,6 +748,11 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """
     _require_tensors("split_heads", x=x)
     _checks.check_split_heads("split_heads", x, num_heads)
+    return _split_heads(x, num_heads)
+
+
+def _split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``split_heads`` without the input checks."""
     *batch, length, width = x.shape
     return x.reshape(*batch, length, num_heads, width // num_heads).transpose(-2, -3)
 
@@ -579,6 +766,11 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """
     _require_tensors("merge_heads", x=x)
     _checks.check_merge_heads("merge_heads", x)
+    return _merge_heads(x)
+
+
+def _merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """``merge_heads`` without the input checks."""
     x = x.transpose(-2, -3)
     return x.reshape(*x.shape[:-2], -1)
 
@@ -654,14 +846,19 @@ class MultiHeadAttention(nn.Module):
         """Attend from every query to every key, in every head; see the class docstring."""
         key = query if key is None else key
         value = key if value is None else value
-        _require_tensors("MultiHeadAttention", query=query, key=key, value=value)
+        _require_tensors("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         _checks.check_multihead_input("MultiHeadAttention", query, key, value, self.d_model)
-        q = split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
-        k = split_heads(_project(key, self.w_k, self.b_k), self.num_heads)
-        v = split_heads(_project(value, self.w_v, self.b_v), self.num_heads)
         mask = _checks.mask_for_heads("MultiHeadAttention", mask, query, key, self.num_heads)
-        per_head, weights = attention(q, k, v, mask, None, need_weights)
-        return _project(merge_heads(per_head), self.w_o, self.b_o), weights
+        return self._forward(query, key, value, mask, need_weights)
+
+    def _forward(self, query, key, value, head_mask, need_weights: bool):
+        """``forward`` without the input checks; ``head_mask`` has its head axis already
+        (``_checks.mask_for_heads``)."""
+        q = _split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
+        k = _split_heads(_project(key, self.w_k, self.b_k), self.num_heads)
+        v = _split_heads(_project(value, self.w_v, self.b_v), self.num_heads)
+        per_head, weights = _attention(q, k, v, head_mask, None, need_weights)
+        return _project(_merge_heads(per_head), self.w_o, self.b_o), weights
 
     def extra_repr(self) -> str:
         return (
@@ -733,7 +930,11 @@ class LayerNorm(nn.LayerNorm):
         """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         _require_tensors("LayerNorm", x=x)
         _checks.check_layer_input("LayerNorm", x, self.normalized_shape[-1])
-        return super().forward(x)
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward`` without the input checks."""
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class FeedForward(nn.Module):
@@ -781,6 +982,10 @@ class FeedForward(nn.Module):
         """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         _require_tensors("FeedForward", x=x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
+        return self._forward(x)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``forward`` without the input checks."""
         act = F.relu if self.activation == "relu" else F.gelu
         return act(x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2
 
@@ -837,15 +1042,23 @@ class TransformerEncoderBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, mask=None, need_weights: bool = True):
         """Self-attention, then feed-forward, each with Add & Norm; see the class docstring."""
+        fn, heads = "TransformerEncoderBlock", self.self_attention.num_heads
+        _require_tensors(fn, x=x, mask=mask)
+        _checks.check_multihead_input(fn, x, x, x, self.self_attention.d_model)  # x is the query
+        head_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
+        attend, norm1, norm2 = (
+            self.self_attention._forward,
+            self.norm1._forward,
+            self.norm2._forward,
+        )
         if self.norm_first:
-            attended, weights = self.self_attention(
-                self.norm1(x), mask=mask, need_weights=need_weights
-            )
+            h = norm1(x)
+            attended, weights = attend(h, h, h, head_mask, need_weights)
             x = x + attended
-            return x + self.feed_forward(self.norm2(x)), weights
-        attended, weights = self.self_attention(x, mask=mask, need_weights=need_weights)
-        x = self.norm1(x + attended)
-        return self.norm2(x + self.feed_forward(x)), weights
+            return x + self.feed_forward._forward(norm2(x)), weights
+        attended, weights = attend(x, x, x, head_mask, need_weights)
+        x = norm1(x + attended)
+        return norm2(x + self.feed_forward._forward(x)), weights
 
 
 class TransformerDecoderBlock(nn.Module):
@@ -906,24 +1119,27 @@ class TransformerDecoderBlock(nn.Module):
         self, x, memory, mask=None, memory_mask=None, causal: bool = True, need_weights: bool = True
     ):
         """Causal self-attention, cross-attention, feed-forward; see the class docstring."""
-        _require_tensors("TransformerDecoderBlock", x=x, memory=memory)
+        fn, heads = "TransformerDecoderBlock", self.self_attention.num_heads
+        _require_tensors(fn, x=x, memory=memory, mask=mask, memory_mask=memory_mask)
+        _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
         if causal:
             future = causal_mask(x.shape[-2], device=x.device)
             mask = future if mask is None else mask & future
+        self_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
+        cross_mask = _checks.mask_for_heads(fn, memory_mask, x, memory, heads)
+        norm1, norm2, norm3 = self.norm1._forward, self.norm2._forward, self.norm3._forward
+        attend_self, attend_memory = self.self_attention._forward, self.cross_attention._forward
         if self.norm_first:
-            attended, self_weights = self.self_attention(
-                self.norm1(x), mask=mask, need_weights=need_weights
+            h = norm1(x)
+            attended, self_weights = attend_self(h, h, h, self_mask, need_weights)
+            x = x + attended
+            attended, cross_weights = attend_memory(
+                norm2(x), memory, memory, cross_mask, need_weights
             )
             x = x + attended
-            attended, cross_weights = self.cross_attention(
-                self.norm2(x), memory, mask=memory_mask, need_weights=need_weights
-            )
-            x = x + attended
-            return x + self.feed_forward(self.norm3(x)), self_weights, cross_weights
-        attended, self_weights = self.self_attention(x, mask=mask, need_weights=need_weights)
-        x = self.norm1(x + attended)
-        attended, cross_weights = self.cross_attention(
-            x, memory, mask=memory_mask, need_weights=need_weights
-        )
-        x = self.norm2(x + attended)
-        return self.norm3(x + self.feed_forward(x)), self_weights, cross_weights
+            return x + self.feed_forward._forward(norm3(x)), self_weights, cross_weights
+        attended, self_weights = attend_self(x, x, x, self_mask, need_weights)
+        x = norm1(x + attended)
+        attended, cross_weights = attend_memory(x, memory, memory, cross_mask, need_weights)
+        x = norm2(x + attended)
+        return norm3(x + self.feed_forward._forward(x)), self_weights, cross_weights

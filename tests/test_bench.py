@@ -27,6 +27,11 @@ def test_quick_bench_reports_every_row():
         "of the float32 matmul rate",
         "time ∝ L^",
         "threads",
+        "Tiled exact attention",
+        "of one L×L float32 matrix",
+        "forward+backward:",
+        "forward (eval, no grad)",
+        "forward+backward (train)",
     ):
         assert row in out, out
     band_rows = [
@@ -39,6 +44,13 @@ def test_peak_memory_of_a_call_is_positive_and_grows_with_length():
     small = bench.peak_bytes("truncated", 2048, torch.device("cpu"))
     large = bench.peak_bytes("truncated", 8192, torch.device("cpu"))
     assert 0 < small < large
+
+
+def test_peak_memory_of_tiled_attention_is_far_below_one_square_matrix():
+    """Forward and backward hold O(L·d), not one L×L float32 matrix (64 MiB at L = 4096)."""
+    for kind in ("tiled", "tiled+backward"):
+        peak = bench.peak_bytes(kind, 4096, torch.device("cpu"))
+        assert 0 < peak < 0.25 * 4096 * 4096 * 4, (kind, peak)
 
 
 def test_fitted_exponent():

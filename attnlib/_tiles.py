@@ -1,0 +1,147 @@
+"""Which tiles the tiled attention kernel visits: the plan shared by both backends.
+
+Tiled attention (``tiled_attention`` and ``truncated_attention``) never builds the ``L_q × L_k``
+score matrix. It cuts the queries into blocks and, for each *group* of query blocks, visits
+a few *key tiles*: ranges of consecutive keys, scored against the group's queries, folded into
+a running maximum and a running sum per query row (the online softmax). Two plans say which
+tiles to visit:
+
+* ``FullPlan`` (``tiled_attention``): one block of ``block_q`` queries at a time, against every
+  tile of ``block_k`` keys. A mask, if any, is cut into the same tiles.
+* ``BandPlan`` (``truncated_attention``): blocks of ``B`` queries; block ``i`` can only reach
+  keys in key blocks ``i − n … i + n`` (``n = 1``, or 0 when the window is 0), so that range,
+  ``span = (2n + 1)·B`` keys, is its one tile. The blocks outside the band are never visited.
+  Query blocks are taken a group at a time, each block with its own span (overlapping views
+  of the same key rows).
+
+A tile is described by key rows ``start … stop − 1`` (negative or past the end for the band's
+edges: those rows are zero padding, masked) cut into ``count`` overlapping windows of
+``span`` rows, ``step`` rows apart: window ``c`` serves query block ``c`` of the group.
+
+>>> plan = BandPlan(length=10, window=2, causal=False, heads=1)
+>>> plan.block, plan.span  # one block of 10 queries: its own keys are all it can reach
+(10, 10)
+>>> plan = BandPlan(length=100, window=40, causal=False, heads=1)
+>>> plan.block, plan.span  # blocks of 40 queries, each against 120 keys
+(40, 120)
+>>> [(g.start, g.stop) for g in plan.query_groups()]
+[(0, 100)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import numpy as np
+
+#: ``tiled_attention``'s default block sizes (queries and keys per tile): measured on a 2-core
+#: CPU at L = 8192 (``python -m attnlib.bench``), larger blocks were no faster.
+DEFAULT_BLOCK = 256
+#: Scores a group of band tiles may hold at once, summed over the batch and heads (float32:
+#: 2 MiB), so that a group's temporaries stay in the processor's cache.
+GROUP_SCORES = 2**19
+
+
+class QueryGroup(NamedTuple):
+    """Queries ``start … stop − 1`` in ``count`` blocks of ``size`` (the last block may run
+    past the sequence: those query rows are padding, computed and dropped)."""
+
+    start: int
+    stop: int
+    count: int
+    size: int
+
+
+class KeyTile(NamedTuple):
+    """Key rows ``start … stop − 1``, in ``count`` windows of ``span`` rows, ``step`` apart."""
+
+    start: int
+    stop: int
+    span: int
+    step: int
+
+
+class FullPlan:
+    """Every block of ``block_q`` queries meets every tile of ``block_k`` keys."""
+
+    def __init__(self, length_q: int, length_k: int, block_q: int, block_k: int):
+        self.length_q, self.length_k = length_q, length_k
+        self.block_q, self.block_k = block_q, block_k
+
+    def query_groups(self) -> Iterator[QueryGroup]:
+        for start in range(0, self.length_q, self.block_q):
+            stop = min(self.length_q, start + self.block_q)
+            yield QueryGroup(start, stop, 1, stop - start)
+
+    def key_tiles(self, group: QueryGroup) -> Iterator[KeyTile]:
+        for start in range(0, self.length_k, self.block_k):
+            stop = min(self.length_k, start + self.block_k)
+            yield KeyTile(start, stop, stop - start, stop - start)
+
+    def key_padding(self) -> tuple[int, int]:
+        """Zero rows the tiles reach before key 0 and after the last key: none."""
+        return 0, 0
+
+    def tile_mask(self, mask, group: QueryGroup, tile: KeyTile):
+        """The part of ``mask`` (already broadcast to ``(..., L_q, L_k)``) that this tile
+        scores, with the block axis: ``(..., 1, block_q, block_k)``; None without a mask."""
+        if mask is None:
+            return None
+        return mask[..., None, group.start : group.stop, tile.start : tile.stop]
+
+
+class BandPlan:
+    """Blocks of ``B`` queries, each against the keys of its own and its neighbouring key
+    blocks: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal)."""
+
+    def __init__(self, length: int, window: int, causal: bool, heads: int):
+        self.length, self.causal = length, causal
+        self.window = min(window, length - 1)  # a longer window sees the whole sequence
+        # Blocks about as long as the window (so a block needs only its neighbours), at
+        # least 32 queries (so small windows still make decent matrix products).
+        self.block = max(1, min(length, max(self.window, 32)))
+        one_block = self.block == length  # then the block is the whole sequence
+        self.reach = 0 if one_block or not self.window else 1  # key blocks on each side
+        blocks_ahead = 0 if causal else self.reach
+        self.span = (self.reach + 1 + blocks_ahead) * self.block
+        self.blocks_per_group = max(1, GROUP_SCORES // (heads * self.block * self.span))
+        offsets = (
+            np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
+        )
+        allowed = np.abs(offsets) <= self.window  # offsets: j − i, query row × key column
+        self.band = allowed & (offsets <= 0) if causal else allowed
+
+    def query_groups(self) -> Iterator[QueryGroup]:
+        blocks = -(-self.length // self.block)
+        for first in range(0, blocks, self.blocks_per_group):
+            count = min(self.blocks_per_group, blocks - first)
+            start = first * self.block
+            yield QueryGroup(start, min(self.length, start + count * self.block), count, self.block)
+
+    def key_tiles(self, group: QueryGroup) -> Iterator[KeyTile]:
+        start = group.start - self.reach * self.block
+        yield KeyTile(
+            start, start + (group.count - 1) * self.block + self.span, self.span, self.block
+        )
+
+    def key_padding(self) -> tuple[int, int]:
+        """Zero rows the tiles reach before key 0 and after the last key (the edges' spans)."""
+        blocks = -(-self.length // self.block)
+        last_key = (blocks - 1 - self.reach) * self.block + self.span  # one past the last tile
+        return self.reach * self.block, last_key - self.length
+
+    def tile_mask(self, mask, group: QueryGroup, tile: KeyTile) -> np.ndarray:
+        """``(count, B, span)`` booleans (or ``(B, span)`` away from the edges): inside the band
+        and a real key, ``0 <= j < L``. ``mask`` is unused (the band is the mask)."""
+        if tile.start >= 0 and tile.stop <= self.length:
+            return self.band
+        first_key = tile.start + np.arange(group.count)[:, None] * tile.step
+        key = first_key + np.arange(tile.span)[None, :]
+        exists = (key >= 0) & (key < self.length)
+        return self.band[None, :, :] & exists[:, None, :]
+
+
+def rows_outside(tile: KeyTile, length: int) -> tuple[int, int]:
+    """How many of the tile's key rows lie before 0 and past ``length − 1`` (zero padding)."""
+    return max(0, -tile.start), max(0, tile.stop - length)
