@@ -9,7 +9,7 @@ import numpy as np
 from .. import numpy as attn
 from . import exercise, expect
 
-# --------------------------------------------------------------------------- 07.1
+# --------------------------------------------------------------------------- 08.1
 
 
 def keys_seen_reference(length: int, window: int, i: int, causal: bool = False) -> int:
@@ -59,7 +59,7 @@ def _check_keys_seen(keys_seen) -> None:
         expect(list(rows) == got, f"keys_seen does not match window_mask({length}, {window}).")
 
 
-# --------------------------------------------------------------------------- 07.2
+# --------------------------------------------------------------------------- 08.2
 
 
 def score_bytes_reference(length: int, num_heads: int, window: int, dtype) -> tuple[int, int]:
@@ -119,7 +119,7 @@ def _check_score_bytes(score_bytes) -> None:
         )
 
 
-# --------------------------------------------------------------------------- 07.3
+# --------------------------------------------------------------------------- 08.3
 
 
 @exercise("08.3", "truncated attention for one query, with loops")
@@ -158,7 +158,7 @@ def _check_attend_one(attend_one_truncated) -> None:
         expect(False, f"{call} gives the wrong numbers; compare with truncated_attention(...)[i].")
 
 
-# --------------------------------------------------------------------------- 07.4
+# --------------------------------------------------------------------------- 08.4
 
 
 def best_local_accuracy(near: int, window: int) -> float:
@@ -189,3 +189,74 @@ def _check_local_accuracy(local_accuracy) -> None:
             f'train with r = train("local", window, near=near), then measure '
             f'accuracy(r, "local", window, x_test, near=near).',
         )
+
+
+# --------------------------------------------------------------------------- 08.5
+
+
+def partial_state(scores: np.ndarray, values: np.ndarray):
+    """The online softmax's state after some keys: ``(m, ℓ, y)`` with ``m`` the largest
+    score, ``ℓ = Σ exp(s − m)`` and ``y = Σ exp(s − m) v``; ``(-inf, 0, 0)`` for no keys."""
+    if len(scores) == 0:
+        return -np.inf, 0.0, np.zeros(values.shape[1])
+    m = float(scores.max())
+    e = np.exp(scores - m)
+    return m, float(e.sum()), e @ values
+
+
+@exercise("08.5", "merge two partial softmax results")
+def _check_merge_partial(merge_partial) -> None:
+    rng = np.random.default_rng(705)
+    cases = [(6, 4, 0.0), (5, 5, 3.0), (1, 9, -4.0), (8, 2, 40.0), (3, 3, 700.0)]
+    cases += [(0, 5, 0.0), (5, 0, 0.0), (0, 0, 0.0)]  # a part with no keys at all
+    for n_a, n_b, shift in cases:
+        scores = rng.normal(0.0, 2.0, n_a + n_b)
+        scores[:n_a] += shift  # the first part's scores larger (or smaller) than the second's
+        values = rng.normal(0.0, 1.0, (n_a + n_b, 3))
+        part_a = partial_state(scores[:n_a], values[:n_a])
+        part_b = partial_state(scores[n_a:], values[n_a:])
+        call = f"merge_partial(a, b) with {n_a} and {n_b} keys"
+        got = merge_partial(part_a, part_b)
+        expect(
+            isinstance(got, tuple) and len(got) == 3,
+            f"{call}: return a tuple (m, l, y) like the parts themselves.",
+        )
+        m, total, y = float(got[0]), float(got[1]), np.asarray(got[2], dtype=float)
+        want_m, want_total, want_y = partial_state(scores, values)
+        if n_a + n_b == 0:
+            expect(
+                np.isfinite(total) and np.isfinite(y).all(),
+                f"{call}: both parts are empty (m = -inf); e^(m_a − m) is then "
+                "e^(-inf − (-inf)) = NaN. Return (-inf, 0.0, zeros) in that case.",
+            )
+            expect(m == -np.inf and total == 0 and not y.any(), f"{call}: expected (-inf, 0, 0).")
+            continue
+        expect(np.isfinite(total), f"{call}: l = {total}; an exponent was positive or NaN.")
+        expect(
+            m == want_m,
+            f"{call}: m = {m}, expected {want_m}, the larger of the two maxima.",
+        )
+        expect(
+            not np.isclose(total, part_a[1] + part_b[1]) or np.isclose(total, want_total),
+            f"{call}: l = l_a + l_b adds sums measured against different maxima. Rescale "
+            "each first: l = e^(m_a − m)·l_a + e^(m_b − m)·l_b.",
+        )
+        expect(
+            np.isclose(total, want_total, rtol=1e-10),
+            f"{call}: l = {total:.6g}, expected {want_total:.6g}. Each part's sum is scaled by "
+            "e^(m_part − m), a number <= 1.",
+        )
+        expect(
+            np.allclose(y, want_y, rtol=1e-10, atol=1e-12),
+            f"{call}: y is wrong; rescale it exactly like l: "
+            "y = e^(m_a − m)·y_a + e^(m_b − m)·y_b.",
+        )
+    # The meaning: merging the parts gives attention over all the keys.
+    q, k = rng.normal(0.0, 1.0, (2, 12, 4))
+    v = rng.normal(0.0, 1.0, (12, 3))
+    scores = k @ q[0] / 2.0
+    merged = merge_partial(partial_state(scores[:5], v[:5]), partial_state(scores[5:], v[5:]))
+    expect(
+        np.allclose(merged[2] / merged[1], attn.attention(q[:1], k, v)[0][0], atol=1e-10),
+        "merged y / l should equal the attention output over all the keys.",
+    )
