@@ -285,12 +285,11 @@ def _query_rows(x: torch.Tensor, group) -> torch.Tensor:
     return rows.unflatten(-2, (group.count, group.size))
 
 
-def _tile_scores(q_blocks, k_tile, allowed) -> torch.Tensor:
-    """Scores of one tile, ``(..., count, size, span)``, with -inf where not ``allowed``."""
+def _tile_scores(q_blocks, k_tile, bias) -> torch.Tensor:
+    """Scores of one tile, ``(..., count, size, span)``, plus the tile's ``bias`` (0 where
+    allowed, -inf where masked; None without a mask)."""
     scores = q_blocks @ k_tile
-    if allowed is not None:
-        scores.masked_fill_(~allowed, -math.inf)
-    return scores
+    return scores if bias is None else scores.add_(bias)
 
 
 def _tiled_forward(q, k, v, mask, scale, plan):
@@ -298,24 +297,51 @@ def _tiled_forward(q, k, v, mask, scale, plan):
     (-inf for a row with nothing to attend to): the online softmax, tile by tile."""
     out = q.new_empty(*q.shape[:-1], v.shape[-1])
     logsumexp = q.new_empty(*q.shape[:-1], 1)
-    masks = _TileMasks(plan, mask, q.device)
+    biases = _TileBiases(plan, mask, q)
     for group in plan.query_groups():
         q_blocks = _query_rows(q, group) * scale
-        maximum = q_blocks.new_full((*q_blocks.shape[:-1], 1), -math.inf)
-        total, output = torch.zeros_like(maximum), 0.0
+        state = None  # each query row's running (log-sum-exp, normalised output)
         for tile in plan.key_tiles(group):
-            scores = _tile_scores(q_blocks, _key_rows(k, tile), masks(group, tile))
-            new_maximum = torch.maximum(maximum, scores.amax(-1, keepdim=True))
-            shift = new_maximum.masked_fill(new_maximum == -math.inf, 0.0)  # empty rows so far
-            weights = scores.sub_(shift).exp_()  # in place: the scores are not needed again
-            rescale = torch.exp(maximum - shift)  # 0 on the first tile
-            total = total * rescale + weights.sum(-1, keepdim=True)
-            output = output * rescale + weights @ _key_rows(v, tile).transpose(-1, -2)
-            maximum = new_maximum
+            scores = _tile_scores(q_blocks, _key_rows(k, tile), biases(group, tile))
+            state = _fold_tile(state, scores, _key_rows(v, tile).transpose(-1, -2))
         rows = slice(group.start, group.stop)
-        out[..., rows, :] = _drop_padding(output / total.clamp_min(1e-30) * (total > 0), group)
-        logsumexp[..., rows, :] = _drop_padding(shift + total.log(), group)
+        logsumexp[..., rows, :] = _drop_padding(state[0], group)
+        out[..., rows, :] = _drop_padding(state[1], group)
     return out, logsumexp
+
+
+def _fold_tile(state, scores: torch.Tensor, v_tile: torch.Tensor):
+    r"""One step of the online softmax: fold a tile's scores (-inf where masked) and values
+    into each query row's running log-sum-exp ``λ = log ℓ + m`` and normalised output
+    ``y / ℓ``; ``state`` is None before the first tile.
+
+    The same update as ``attnlib.numpy``'s (``m``, ``ℓ``, ``y``), written with ``λ`` so that a
+    tile can use PyTorch's fused softmax:
+
+    .. math:: \lambda_{\text{new}} = \log(e^{\lambda} + e^{\lambda_t}), \qquad
+              o_{\text{new}} = e^{\lambda - \lambda_{\text{new}}}\, o
+                              + e^{\lambda_t - \lambda_{\text{new}}}\, o_t ,
+
+    with ``o_t = softmax(s) V`` and ``λ_t = max s − log max softmax(s)`` for the tile (the
+    largest weight of a softmax is ``e^{max s − λ_t}``).
+    """
+    tile_maximum = scores.amax(-1, keepdim=True)
+    empty = tile_maximum == -math.inf  # rows with no allowed key in this tile
+    weights = torch.softmax(scores, dim=-1)  # NaN in the empty rows, replaced below
+    tile_lse = (tile_maximum - weights.amax(-1, keepdim=True).log()).masked_fill(empty, -math.inf)
+    tile_out = (weights @ v_tile).masked_fill(empty, 0.0)
+    if state is None:
+        return tile_lse, tile_out
+    lse, out = state
+    new_lse = torch.logaddexp(lse, tile_lse)
+    shift = _finite(new_lse)
+    return new_lse, out * torch.exp(lse - shift) + tile_out * torch.exp(tile_lse - shift)
+
+
+def _finite(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with -inf (a row with no allowed key so far) replaced by 0, so that subtracting
+    it keeps masked scores at -inf instead of making NaN."""
+    return x.masked_fill(x == -math.inf, 0.0)
 
 
 def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
@@ -323,21 +349,27 @@ def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
     return x.flatten(-3, -2)[..., : group.stop - group.start, :]
 
 
-class _TileMasks:
-    """The boolean mask of each tile as a tensor on ``device`` (a band plan's constant part is
-    converted once)."""
+class _TileBiases:
+    """Each tile's mask as an additive bias on the device, 0 (may attend) or -inf: adding a
+    bias is one cheap pass, cheaper than a masked fill. The constant band of a band plan is
+    converted once."""
 
-    def __init__(self, plan, mask, device):
-        self.plan, self.mask, self.device, self.cache = plan, mask, device, {}
+    def __init__(self, plan, mask, like: torch.Tensor):
+        self.plan, self.mask, self.like, self.cache = plan, mask, like, {}
 
     def __call__(self, group, tile):
         allowed = self.plan.tile_mask(self.mask, group, tile)
-        if allowed is None or isinstance(allowed, torch.Tensor):
-            return allowed
-        key = id(allowed)
-        if key not in self.cache:
-            self.cache[key] = (allowed, torch.from_numpy(allowed).to(self.device))
-        return self.cache[key][1]
+        if allowed is None:
+            return None
+        if isinstance(allowed, torch.Tensor):
+            return self._bias(allowed)
+        if id(allowed) not in self.cache:  # a NumPy pattern from the plan: keep it alive too
+            self.cache[id(allowed)] = (allowed, self._bias(torch.from_numpy(allowed)))
+        return self.cache[id(allowed)][1]
+
+    def _bias(self, allowed: torch.Tensor) -> torch.Tensor:
+        allowed = allowed.to(self.like.device)
+        return self.like.new_zeros(allowed.shape).masked_fill_(~allowed, -math.inf)
 
 
 class _TiledAttention(torch.autograd.Function):
@@ -368,17 +400,17 @@ def _tiled_backward(q, k, v, mask, scale, plan, out, logsumexp, grad_out):
     grad_q = torch.zeros_like(q)
     grad_k, grad_v, before = _padded_zeros(k, plan), _padded_zeros(v, plan), _rows_before(plan)
     delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
-    masks = _TileMasks(plan, mask, q.device)
+    biases = _TileBiases(plan, mask, q)
     for group in plan.query_groups():
         q_blocks = _query_rows(q, group) * scale
         d_out = _query_rows(grad_out, group)
         lse = _query_rows(logsumexp, group)
-        shift = lse.masked_fill(lse == -math.inf, 0.0)  # rows with nothing to attend to
+        shift = _finite(lse)  # rows with nothing to attend to
         row_delta = _query_rows(delta, group)
         grad_q_blocks = torch.zeros_like(q_blocks)
         for tile in plan.key_tiles(group):
             k_tile, v_tile = _key_rows(k, tile), _key_rows(v, tile)
-            weights = _tile_scores(q_blocks, k_tile, masks(group, tile)).sub_(shift).exp_()
+            weights = _tile_scores(q_blocks, k_tile, biases(group, tile)).sub_(shift).exp_()
             grad_weights = d_out @ v_tile  # (..., count, size, span)
             grad_scores = weights * (grad_weights - row_delta)
             grad_q_blocks += grad_scores @ k_tile.transpose(-1, -2)
@@ -433,8 +465,9 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    scale = _default_scale(scale, q.shape[-1])
     plan = _tiles.BandPlan(q.shape[-2], window, causal, heads=math.prod(batch))
-    return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
+    return _tiled(q, k, v, None, scale, plan)
 
 
 # --------------------------------------------------------------------------- linear attention
