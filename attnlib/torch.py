@@ -398,7 +398,8 @@ def _tiled_backward(q, k, v, mask, scale, plan, out, logsumexp, grad_out):
     """Gradients for q, k and v, tile by tile: ``P = exp(S − logsumexp)`` recomputed,
     ``dV += Pᵀ dO``, ``dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))``, ``dQ += dS K``, ``dK += dSᵀ Q``."""
     grad_q = torch.zeros_like(q)
-    grad_k, grad_v, before = _padded_zeros(k, plan), _padded_zeros(v, plan), _rows_before(plan)
+    grad_k, grad_v = _padded_zeros(k, plan), _padded_zeros(v, plan)
+    before = plan.key_padding()[0]  # the padding rows in front of key 0
     delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
     biases = _TileBiases(plan, mask, q)
     for group in plan.query_groups():
@@ -430,10 +431,6 @@ def _padded_zeros(x: torch.Tensor, plan) -> torch.Tensor:
     tiles at the edges land there and are dropped)."""
     before, after = plan.key_padding()
     return x.new_zeros(*x.shape[:-2], before + x.shape[-2] + after, x.shape[-1])
-
-
-def _rows_before(plan) -> int:
-    return plan.key_padding()[0]
 
 
 def _add_to_keys(grad: torch.Tensor, tile, tile_grad: torch.Tensor, before: int) -> None:
