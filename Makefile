@@ -13,7 +13,7 @@ LINT_PATHS := attnlib tests lessons tools book
 # What `make test-fast` leaves out: the tests that run lessons, build the book or start a browser.
 SLOW_TESTS := test_other_machine.py test_fresh_learner.py test_book.py test_browser.py test_bench.py
 
-.PHONY: help install book test test-fast notebooks conventions bench lint clean distclean
+.PHONY: help install book test test-fast notebooks translations conventions bench lint clean distclean
 
 help:  ## show this list
 	@echo "Self-Attention, Step by Step -- make targets:"
@@ -32,9 +32,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the pinned requirements and attnlib
 
-book: $(STAMP)  ## build the HTML book into _build/html (renders saved outputs)
+book: $(STAMP)  ## build the HTML book, English in _build/html and Chinese in _build/html/zh
 	$(BIN)/jupyter-book build . -W -n --keep-going
-	@echo "Open _build/html/index.html"
+	$(BIN)/jupyter-book build zh -W -n --keep-going --path-output _build/zh
+	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
+	@echo "Open _build/html/index.html (English) or _build/html/zh/index.html (中文)"
 
 test: $(STAMP)  ## every test: attnlib, nbval (twice: here and on a simulated other machine), the book
 	$(BIN)/python -m pytest -n auto --maxprocesses 4
@@ -45,6 +47,12 @@ test-fast: $(STAMP)  ## attnlib's tests and doctests and the notebook convention
 notebooks: $(STAMP)  ## re-execute every lessons/*.ipynb in place
 	$(BIN)/python tools/conventions.py --write
 	PYTHONHASHSEED=0 $(BIN)/python tools/run_notebooks.py
+	$(BIN)/python tools/translations.py generate  # the Chinese notebooks carry the new outputs
+
+translations: $(STAMP)  ## update locale/zh_CN catalogs from the English text, then write zh/ from them
+	$(BIN)/python tools/translations.py extract
+	$(BIN)/python tools/translations.py check
+	$(BIN)/python tools/translations.py generate
 
 conventions: $(STAMP)  ## rewrite badges, setup cells and links from _config.yml's repository.url
 	$(BIN)/python tools/conventions.py --write

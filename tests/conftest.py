@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,17 +19,27 @@ os.environ["ATTNLIB_PROGRESS"] = "0"
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 
 
-@pytest.fixture(scope="session")
-def book_html(tmp_path_factory) -> Path:
-    """Build the book once per test run, warnings as errors, into a temporary folder;
-    return its HTML directory."""
-    out = tmp_path_factory.mktemp("book")
-    cmd = [str(JUPYTER_BOOK), "build", str(ROOT), "--path-output", str(out), "-W", "-n"]
+def build_book(source: Path, out: Path) -> Path:
+    """Build one edition with warnings as errors; return its HTML directory."""
+    cmd = [str(JUPYTER_BOOK), "build", str(source), "--path-output", str(out), "-W", "-n"]
     proc = subprocess.run(
         [*cmd, "--keep-going"], capture_output=True, text=True, timeout=600, check=False
     )
-    assert proc.returncode == 0, f"book build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, (
+        f"{source.name or 'book'} build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
+    )
     return out / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory) -> Path:
+    """Build the book as `make book` does, once per test run, into a temporary folder: the
+    English edition, and the Chinese one (from ``zh/``) in its ``zh/`` subfolder. Return
+    the HTML directory."""
+    out = tmp_path_factory.mktemp("book")
+    html = build_book(ROOT, out)
+    shutil.copytree(build_book(ROOT / "zh", out / "zh"), html / "zh")
+    return html
 
 
 class KeepTogetherScheduling(LoadScopeScheduling):

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -70,3 +71,46 @@ def test_lesson_has_colab_link(book_html, lesson):
     url = conventions.colab_url(f"{lesson}.ipynb")
     text = (book_html / f"{lesson}.html").read_text(encoding="utf-8")
     assert url in text, f"{lesson}.html has no launch link {url}"
+
+
+# The Chinese edition (zh/, built into zh/ of the HTML book).
+
+SWITCH = re.compile(r'<a class="language-switch[^"]*" href="([^"]+)" hreflang="([^"]+)"')
+
+
+def test_every_toc_page_is_built_in_chinese(book_html):
+    zh = book_html / "zh"
+    missing = [page for page in PAGES if not (zh / f"{page}.html").is_file()]
+    assert not missing, f"no Chinese page for: {missing}"
+    for page in PAGES:
+        assert '<html lang="zh-CN"' in (zh / f"{page}.html").read_text(encoding="utf-8"), page
+
+
+@pytest.mark.parametrize("edition", ["", "zh/"])
+def test_language_switch_leads_to_the_same_page(book_html, edition):
+    other = {"": ("zh/", "zh-CN"), "zh/": ("", "en")}[edition]
+    for page in PAGES:
+        html = (book_html / f"{edition}{page}.html").read_text(encoding="utf-8")
+        links = SWITCH.findall(html)
+        assert len(links) == 1, f"{edition}{page}: {len(links)} language switches"
+        href, lang = links[0]
+        target = (book_html / f"{edition}{page}.html").parent / href
+        assert lang == other[1]
+        assert target.resolve() == (book_html / f"{other[0]}{page}.html").resolve(), (page, href)
+
+
+@pytest.mark.skipif(not LESSONS, reason="no lessons in _toc.yml yet")
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_chinese_lesson_opens_the_chinese_notebook(book_html, lesson):
+    text = (book_html / "zh" / f"{lesson}.html").read_text(encoding="utf-8")
+    assert conventions.colab_url(f"zh/{lesson}.ipynb") in text
+    assert conventions.colab_url(f"{lesson}.ipynb") not in text
+
+
+def test_chinese_edition_has_chinese_theme_and_search(book_html):
+    zh = book_html / "zh"
+    assert "搜索" in (zh / "search.html").read_text(encoding="utf-8")  # the theme's strings
+    index = (zh / "searchindex.js").read_text(encoding="utf-8")
+    terms = json.loads(index[index.index("(") + 1 : index.rindex(")")])["terms"]
+    for word in ("自注意力", "注意力", "位置编码", "多头注意力"):  # segmented by jieba
+        assert word in terms, word

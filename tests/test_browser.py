@@ -31,10 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import conventions  # noqa: E402
+import translations  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+#: Every page in both editions: English, and Chinese under zh/.
 PAGES = conventions.toc_entries()
+PAGES = PAGES + [f"zh/{page}" for page in PAGES]
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 pytestmark = pytest.mark.skipif(
@@ -106,7 +109,7 @@ def open_page(browser, server):
                 problems.append(f"console: {message.text}") if message.type == "error" else None
             ),
         )
-        page.goto(f"{server}/{path}.html", wait_until="networkidle")
+        page.goto(f"{server}/{path}" + ("" if "?" in path else ".html"), wait_until="networkidle")
         if page.evaluate("typeof MathJax !== 'undefined'"):
             page.wait_for_function("window.MathJax.startup && MathJax.startup.promise")
             page.evaluate("MathJax.startup.promise")
@@ -146,6 +149,11 @@ def test_page_reads_offline(open_page, path):
     assert not dead, f"links to missing pages: {dead}"
 
 
+def solution_label(path: str) -> str:
+    label = conventions.SOLUTION_METADATA["code_prompt_show"]
+    return translations.PROMPTS[label] if path.startswith("zh/") else label
+
+
 def solution_lines(path: str) -> list[str]:
     """For each solution cell of a lesson, its first line of code after the title."""
     nb = nbformat.read(ROOT / f"{path}.ipynb", as_version=4)
@@ -156,7 +164,7 @@ def solution_lines(path: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("path", [p for p in PAGES if p.startswith("lessons/")])
+@pytest.mark.parametrize("path", [p for p in PAGES if "lessons/" in p])
 def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
     page, problems = open_page(path)
     colab = conventions.colab_url(f"{path}.ipynb")
@@ -168,7 +176,7 @@ def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
     assert not [line for line in hidden if line in closed], "a solution shows before it is opened"
     assert "attnlib_source = os.environ.get" not in closed, "the Colab setup cell is not folded"
 
-    solutions = page.locator("details.hide", has_text="Show the solution")
+    solutions = page.locator("details.hide", has_text=solution_label(path))
     assert solutions.count() == len(hidden) >= 3
     for i in range(solutions.count()):
         details = solutions.nth(i)
@@ -179,5 +187,16 @@ def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
     assert all(line in opened for line in hidden), "an opened solution does not show its code"
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{Path(path).name}.png"), full_page=True)
+    name = ("zh-" if path.startswith("zh/") else "") + Path(path).name
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    assert not problems, problems
+
+
+@pytest.mark.parametrize(("edition", "query"), [("", "positional encoding"), ("zh/", "自注意力")])
+def test_search_finds_a_lesson(open_page, edition, query):
+    """The search page (Chinese words segmented by jieba in the Chinese edition) lists lessons."""
+    page, problems = open_page(f"{edition}search.html?q={query}")
+    page.wait_for_selector("ul.search li a", timeout=20_000)
+    found = page.evaluate("Array.from(document.querySelectorAll('ul.search li a')).map(a => a.href)")
+    assert any(f"/{edition}lessons/" in href for href in found), found
     assert not problems, problems

@@ -1,0 +1,539 @@
+"""The Chinese edition: gettext catalogs in, Chinese notebooks and pages out.
+
+One set of translations, in the standard format: ``locale/zh_CN/LC_MESSAGES/<page>.po``,
+one catalog per page of the book. Sphinx's gettext builder extracts the messages (one per
+paragraph, heading, list item, table cell or caption, in MyST source form) and
+``sphinx-intl`` merges them into the catalogs, marking changed ones fuzzy. From the
+catalogs this tool writes the Chinese sources under ``zh/``: every lesson notebook with
+its markdown translated (code, outputs and metadata identical to the English notebook),
+the Markdown pages, and ``zh/_config.yml`` and ``zh/_toc.yml``. ``make book`` builds
+them into ``_build/html/zh``.
+
+    python tools/translations.py extract    # English changed: update the catalogs
+    python tools/translations.py check      # what is untranslated, fuzzy or inconsistent
+    python tools/translations.py generate   # write zh/ from the English sources and catalogs
+    python tools/translations.py stats      # messages and words translated
+
+``make translations`` runs extract, then generate. ``tests/test_translations.py`` fails
+while a message is untranslated or fuzzy, a term disagrees with the glossary, or ``zh/``
+differs from what ``generate`` writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import polib
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCALE_DIR = ROOT / "locale"
+CATALOGS = LOCALE_DIR / "zh_CN" / "LC_MESSAGES"
+ZH = ROOT / "zh"
+GETTEXT_OUT = ROOT / "_build" / "gettext"
+LANGUAGE = "zh_CN"
+
+#: The labels of the folded cells' buttons (cell metadata ``mystnb``, set by
+#: ``tools/conventions.py``): the only metadata that the Chinese notebooks change.
+PROMPTS = {
+    "Show the Colab setup cell": "显示 Colab 安装单元格",
+    "Hide the Colab setup cell": "隐藏 Colab 安装单元格",
+    "Show the solution": "显示参考答案",
+    "Hide the solution": "隐藏参考答案",
+}
+
+#: MyST-NB numbers the lines of a notebook as (cell index + 1) * 10000 + line + 1.
+CELL_LINES = 10000
+
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.DOTALL)
+CODE = re.compile(r"``.+?``|`[^`\n]+`")
+ROLE = re.compile(r"\{[a-z:]+\}`[^`]+`")
+URL = re.compile(r"\]\(([^)\s]+)\)|(?:href|src)=\"([^\"]+)\"")
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+
+
+# ----------------------------------------------------------------------------- catalogs
+
+
+def catalog_path(page: str) -> Path:
+    """``lessons/01_x`` -> ``locale/zh_CN/LC_MESSAGES/lessons/01_x.po``."""
+    return CATALOGS / f"{page}.po"
+
+
+def source_path(page: str) -> Path:
+    """The English source of a page: a notebook or a Markdown file."""
+    notebook = ROOT / f"{page}.ipynb"
+    return notebook if notebook.is_file() else ROOT / f"{page}.md"
+
+
+def toc_pages() -> list[str]:
+    """Every page of ``_toc.yml``, root first, in reading order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        pages += [chapter["file"] for chapter in part.get("chapters", [])]
+    return pages
+
+
+def build_templates(out: Path = GETTEXT_OUT) -> Path:
+    """Run Sphinx's gettext builder on the English book; return the folder of ``.pot`` files.
+
+    Messages that come from outside a page's own source (the API page's docstrings, which
+    are code and stay in English) are dropped, so each template holds the page's prose only.
+    """
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    command = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
+    command += ["--custom-builder", "gettext", "--path-output", str(out.parent.parent)]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    for page in toc_pages():
+        pot = out / f"{page}.pot"
+        template = polib.pofile(str(pot))
+        own = Path(source_path(page)).name
+        for entry in list(template):
+            entry.occurrences = [(f, n) for f, n in entry.occurrences if Path(f).name == own]
+            if not entry.occurrences:
+                template.remove(entry)
+        template.save(str(pot))
+    return out
+
+
+def is_trivial(text: str) -> bool:
+    """True for a message with nothing to translate: math, code, numbers, symbols only."""
+    rest = ROLE.sub("", CODE.sub("", MATH.sub("", text)))
+    rest = re.sub(r"<[^>]+>|\[[^\]]*\]\([^)]*\)", "", rest)
+    return not re.search(r"[A-Za-z]{2,}", rest)
+
+
+def is_chinese(text: str) -> bool:
+    """True for a message already in Chinese (the 中文 cells of the key-terms tables)."""
+    return bool(re.search(r"[\u4e00-\u9fff]", text)) and not re.search(r"[A-Za-z]{3,}", text)
+
+
+def colab_badge_zh(text: str) -> str | None:
+    """The Chinese notebook's Colab badge for an English badge message, else None."""
+    if "colab.research.google.com/github/" not in text:
+        return None
+    return re.sub(r"(/blob/[^/]+/)(lessons/)", r"\1zh/\2", text).replace(
+        'alt="Open in Colab"', 'alt="在 Colab 中打开"'
+    )
+
+
+def autofill(catalog: polib.POFile) -> int:
+    """Fill the messages that carry nothing to translate; return how many were filled.
+
+    Copied as they are: math, code and numbers only; Chinese already; an English term of
+    the glossary standing alone (the English column of the key-terms tables, which the
+    Chinese edition keeps). The Colab badge gets the address of the Chinese notebook.
+    """
+    terms = glossary_terms()
+    filled = 0
+    for entry in catalog:
+        if entry.obsolete or (entry.msgstr and "fuzzy" not in entry.flags):
+            continue
+        badge = colab_badge_zh(entry.msgid)
+        if badge is not None:
+            entry.msgstr = badge
+        elif is_trivial(entry.msgid) or is_chinese(entry.msgid) or is_term_cell(entry.msgid, terms):
+            entry.msgstr = entry.msgid
+        else:
+            continue
+        if "fuzzy" in entry.flags:
+            entry.flags.remove("fuzzy")
+        filled += 1
+    return filled
+
+
+def extract() -> None:
+    """Update every catalog from the English sources (new messages empty, changed ones fuzzy)."""
+    pots = build_templates()
+    command = [str(Path(sys.executable).parent / "sphinx-intl"), "update", "-p", str(pots)]
+    command += ["-l", LANGUAGE, "-d", str(LOCALE_DIR), "-w", "0"]
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    for page in toc_pages():
+        catalog = polib.pofile(str(catalog_path(page)), wrapwidth=0)
+        # Messages the English text no longer has are history, not translations to keep.
+        for entry in catalog.obsolete_entries():
+            catalog.remove(entry)
+        autofill(catalog)
+        catalog.metadata["Language"] = LANGUAGE
+        catalog.save(str(catalog_path(page)))
+
+
+# ----------------------------------------------------------------------------- glossary
+
+
+def glossary_pairs() -> list[tuple[str, str]]:
+    """The terminology table: (English term, Chinese term) from ``book/glossary.md``.
+
+    A row such as ``| causal mask (sequence mask) | 因果掩码（序列掩码） |`` gives the main
+    pair ("causal mask", "因果掩码"); ``a / b`` rows give one pair per side.
+    """
+    pairs = []
+    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or cells[0] in ("English", "---") or not line.startswith("|"):
+            continue
+        english, chinese = cells[0], cells[1]
+        english = re.sub(r"\s*\(.*?\)\s*$", "", english)
+        chinese = re.sub(r"（.*?）$", "", chinese).strip()
+        en_parts, zh_parts = english.split(" / "), chinese.split(" / ")
+        if len(en_parts) == len(zh_parts):
+            pairs += list(zip((e.strip() for e in en_parts), (z.strip() for z in zh_parts)))
+    return pairs
+
+
+def glossary_terms() -> set[str]:
+    """Every term cell of the glossary, English and Chinese, as written (``causal mask
+    (sequence mask)``, ``因果掩码（序列掩码）``), and each part of an ``a / b`` or ``a (b)``
+    cell."""
+    terms = set()
+    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= 4 and cells[0] not in ("English", "---"):
+            for cell in cells[:2]:
+                terms.add(cell)
+                terms.update(p.strip() for p in re.split(r"\s/\s|[()（）]", cell) if p.strip())
+    return terms
+
+
+def is_term_cell(text: str, terms: set[str] | None = None) -> bool:
+    """True for a key-terms table's term cell: glossary terms only, alone or joined as
+    ``a / b`` or ``a (b)`` (``causal mask / sequence mask``, ``因果掩码（序列掩码）``)."""
+    terms = glossary_terms() if terms is None else terms
+    parts = [part.strip() for part in re.split(r"\s/\s|[()（）]", text) if part.strip()]
+    return text in terms or (bool(parts) and all(part in terms for part in parts))
+
+
+def term_pattern(english: str) -> re.Pattern:
+    """A whole-phrase, case-insensitive match of an English term (plural -s allowed)."""
+    words = [re.escape(word) for word in english.split()]
+    return re.compile(r"(?<![\w-])" + r"\s+".join(words) + r"(?:s|es)?(?![\w-])", re.IGNORECASE)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+@dataclass
+class Problem:
+    page: str
+    msgid: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.page}: {self.what}\n    msgid: {self.msgid[:100]!r}"
+
+
+def preserved(msgid: str, msgstr: str) -> list[str]:
+    """What the translation lost of the untouchables: math, code, roles, links, numbers."""
+    lost = []
+    for name, pattern in (("math", MATH), ("code", CODE), ("role", ROLE)):
+        for span in pattern.findall(msgid):
+            if msgstr.count(span) < msgid.count(span):
+                lost.append(f"{name} {span!r}")
+    for groups in URL.findall(msgid):
+        target = groups[0] or groups[1]
+        if target not in msgstr and "colab.research.google.com" not in target:
+            lost.append(f"link {target!r}")
+    plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgid))))
+    zh_plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgstr))))
+    for number in set(NUMBER.findall(plain)):
+        if number not in zh_plain:
+            lost.append(f"number {number!r}")
+    return lost
+
+
+def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list[Problem]:
+    """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers."""
+    pairs = glossary_pairs() if pairs is None else pairs
+    terms = glossary_terms()
+    patterns = [(english, chinese, term_pattern(english)) for english, chinese in pairs]
+    problems = []
+    for entry in polib.pofile(str(catalog_path(page))):
+        if entry.obsolete:
+            continue
+        if not entry.msgstr:
+            problems.append(Problem(page, entry.msgid, "untranslated"))
+            continue
+        if "fuzzy" in entry.flags:
+            problems.append(Problem(page, entry.msgid, "fuzzy: the English changed"))
+        for lost in preserved(entry.msgid, entry.msgstr):
+            problems.append(Problem(page, entry.msgid, f"lost {lost}"))
+        if is_term_cell(entry.msgid, terms) or is_chinese(entry.msgid):
+            continue  # a term cell of a key-terms table: kept in English
+        for english, chinese, pattern in patterns:
+            multiword = " " in english or "-" in english
+            if multiword and pattern.search(entry.msgid) and chinese not in entry.msgstr:
+                problems.append(Problem(page, entry.msgid, f"term {english!r} is not {chinese}"))
+    return problems
+
+
+def check(pages: list[str] | None = None) -> list[Problem]:
+    pairs = glossary_pairs()
+    return [p for page in (pages or toc_pages()) for p in check_catalog(page, pairs)]
+
+
+def stats() -> dict[str, int]:
+    """Messages and English words in the catalogs, and how many are translated."""
+    total = {"messages": 0, "translated": 0, "words": 0, "words translated": 0}
+    for page in toc_pages():
+        for entry in polib.pofile(str(catalog_path(page))):
+            if entry.obsolete:
+                continue
+            words = len(entry.msgid.split())
+            total["messages"] += 1
+            total["words"] += words
+            if entry.msgstr and "fuzzy" not in entry.flags:
+                total["translated"] += 1
+                total["words translated"] += words
+    return total
+
+
+# ----------------------------------------------------------------------------- generate
+
+
+class Untranslatable(ValueError):
+    """A message of the English source that the catalog cannot place or has no Chinese for."""
+
+
+def split_table_row(line: str) -> list[tuple[int, int]]:
+    """The (start, end) of each cell's text in a Markdown table row, outside code and math."""
+    bounds, start, inside = [], None, None
+    for i, char in enumerate(line):
+        if char in "`$" and (i == 0 or line[i - 1] != "\\"):
+            inside = None if inside == char else (inside or char)
+        if char == "|" and inside is None and (i == 0 or line[i - 1] != "\\"):
+            if start is not None:
+                bounds.append((start, i))
+            start = i + 1
+    return bounds
+
+
+def table_spans(text: str, translations: dict[str, str]) -> list[tuple[int, int, str]]:
+    """Spans of table cells whose text is a message, with the Chinese for each."""
+    spans, offset = [], 0
+    for line in text.split("\n"):
+        if line.lstrip().startswith("|") and not re.fullmatch(r"[\s|:-]+", line):
+            for start, end in split_table_row(line):
+                cell = line[start:end]
+                key = " ".join(cell.split())
+                if key in translations:
+                    lead = len(cell) - len(cell.lstrip())
+                    spans.append((offset + start + lead, offset + start + lead + len(key), key))
+        offset += len(line) + 1
+    return spans
+
+
+def message_regex(msgid: str) -> re.Pattern:
+    """The message as it stands in the source: the same words, any line breaks between."""
+    return re.compile(r"\s+".join(re.escape(word) for word in msgid.split()))
+
+
+def translate_text(
+    text: str,
+    located: list[tuple[str, int]],
+    translations: dict[str, str],
+    table_cells: frozenset[str] = frozenset(),
+) -> str:
+    """Replace every message of ``text`` by its translation.
+
+    ``located`` lists (msgid, first line, 1-based) for each occurrence in this text. Table
+    cells are matched whole, wherever they are: Sphinx gives them the line of an earlier
+    cell, so a message of ``table_cells`` (cells of any table of the page) that is not found
+    here is placed in its own table. Other messages are searched from their line on. Spans
+    never overlap, and the translated text is never searched again.
+    """
+    spans = table_spans(text, translations)
+    in_tables = {key for _, _, key in spans}
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    for msgid, line in sorted(located, key=lambda item: item[1]):
+        if msgid in in_tables and " ".join(msgid.split()) in in_tables:
+            continue
+        start = line_starts[min(max(line - 1, 0), len(line_starts) - 1)]
+        pattern = message_regex(msgid)
+        found = None
+        for begin in (start, 0):
+            for match in pattern.finditer(text, begin):
+                if all(match.end() <= s or match.start() >= e for s, e, _ in spans):
+                    found = match
+                    break
+            if found:
+                break
+        if found is None and (pattern.search(text) or msgid in table_cells):
+            continue  # inside a larger message (the badge's alt text), or a table cell
+        if found is None:
+            raise Untranslatable(f"cannot find {msgid[:80]!r} from line {line}")
+        spans.append((found.start(), found.end(), msgid))
+    pieces, cursor = [], 0
+    for start, end, msgid in sorted(spans):
+        pieces += [text[cursor:start], translations[msgid]]
+        cursor = end
+    return "".join(pieces) + text[cursor:]
+
+
+def load_translations(page: str) -> dict[str, str]:
+    """msgid -> msgstr of one catalog; raises when a message is untranslated or fuzzy."""
+    catalog = polib.pofile(str(catalog_path(page)))
+    missing = [e.msgid for e in catalog if not e.obsolete and (not e.msgstr or e.fuzzy)]
+    if missing:
+        raise Untranslatable(f"{page}: {len(missing)} messages untranslated or fuzzy, e.g. {missing[0][:80]!r}")
+    return {" ".join(e.msgid.split()): e.msgstr for e in catalog if not e.obsolete}
+
+
+def occurrences(template: polib.POFile) -> dict[int, list[tuple[str, int]]]:
+    """Where each message stands: {cell index (0 for a Markdown page): [(msgid, line)]}."""
+    where: dict[int, list[tuple[str, int]]] = {}
+    for entry in template:
+        key = " ".join(entry.msgid.split())
+        for _, number in entry.occurrences:
+            number = int(number)
+            cell, line = (number // CELL_LINES - 1, number % CELL_LINES - 1) if number >= CELL_LINES else (0, number)
+            where.setdefault(cell, []).append((key, line))
+    return where
+
+
+def translated_notebook(page: str, template: polib.POFile) -> dict:
+    """The Chinese notebook: the English one with every markdown cell translated, and the
+    folded cells' button labels; code, outputs and all other metadata are the same."""
+    notebook = json.loads(source_path(page).read_text(encoding="utf-8"))
+    translations = load_translations(page)
+    where = occurrences(template)
+    result = copy.deepcopy(notebook)
+    markdown = ["".join(c["source"]) for c in result["cells"] if c["cell_type"] == "markdown"]
+    table_cells = frozenset(key for text in markdown for *_, key in table_spans(text, translations))
+    for index, cell in enumerate(result["cells"]):
+        prompts = cell["metadata"].get("mystnb", {})
+        for key, label in prompts.items():
+            prompts[key] = PROMPTS.get(label, label)
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"])
+        try:
+            text = translate_text(text, where.get(index, []), translations, table_cells)
+        except Untranslatable as error:
+            raise Untranslatable(f"{page}, cell {index}: {error}") from None
+        cell["source"] = text.splitlines(keepends=True)
+    return result
+
+
+def toc_captions() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return [part["caption"] for part in toc.get("parts", []) if "caption" in part]
+
+
+def translated_page(page: str, template: polib.POFile) -> str:
+    """The Chinese Markdown page (the root page's catalog also holds the toc's captions)."""
+    text = source_path(page).read_text(encoding="utf-8")
+    captions = set(toc_captions())
+    located = [(msgid, line) for msgid, line in occurrences(template).get(0, []) if msgid not in captions]
+    try:
+        return translate_text(text, located, load_translations(page))
+    except Untranslatable as error:
+        raise Untranslatable(f"{page}: {error}") from None
+
+
+def zh_config() -> str:
+    """``zh/_config.yml``: the English configuration, in Chinese, with paths from ``zh/``."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = "自注意力，一步一步"
+    config["exclude_patterns"] = ["_build", "**.ipynb_checkpoints"]
+    config["repository"]["path_to_book"] = "zh"
+    config["bibtex_bibfiles"] = ["../book/references.bib"]
+    sphinx = config["sphinx"]
+    sphinx["local_extensions"] = {name: "../book/_ext" for name in sphinx["local_extensions"]}
+    sphinx["config"]["language"] = LANGUAGE
+    sphinx["config"]["html_static_path"] = ["../book/_static"]
+    sphinx["config"]["html_search_language"] = "zh"
+    sphinx["config"].pop("locale_dirs", None)
+    sphinx["config"].pop("gettext_compact", None)
+    sphinx["config"]["language_switch"] = {"label": "English", "lang": "en", "root": ".."}
+    header = "# Generated by `python tools/translations.py generate` from ../_config.yml. Do not edit.\n"
+    return header + yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+
+
+def zh_toc() -> str:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    captions = load_translations(toc["root"])  # the root page's catalog holds the captions
+    for part in toc.get("parts", []):
+        part["caption"] = captions[part["caption"]]
+    header = "# Generated by `python tools/translations.py generate` from ../_toc.yml. Do not edit.\n"
+    return header + yaml.safe_dump(toc, allow_unicode=True, sort_keys=False)
+
+
+def generated_files(templates: Path | None = None) -> dict[Path, str]:
+    """Every file of ``zh/`` as ``generate`` writes it, from the current English sources."""
+    templates = build_templates() if templates is None else templates
+    files = {ZH / "_config.yml": zh_config(), ZH / "_toc.yml": zh_toc()}
+    for page in toc_pages():
+        template = polib.pofile(str(templates / f"{page}.pot"))
+        if source_path(page).suffix == ".ipynb":
+            notebook = translated_notebook(page, template)
+            text = json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+            files[ZH / f"{page}.ipynb"] = text
+        else:
+            files[ZH / f"{page}.md"] = translated_page(page, template)
+    return files
+
+
+def generate() -> list[Path]:
+    """Write ``zh/``; return the files that changed."""
+    changed = []
+    for path, text in generated_files().items():
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            changed.append(path)
+    return changed
+
+
+def fill(page: str, translations: dict[str, str]) -> None:
+    """Write translations into one catalog (clearing their fuzzy flag); unknown msgids raise."""
+    catalog = polib.pofile(str(catalog_path(page)), wrapwidth=0)
+    entries = {e.msgid: e for e in catalog if not e.obsolete}
+    unknown = [msgid for msgid in translations if msgid not in entries]
+    if unknown:
+        raise KeyError(f"{page}: not in the catalog: {unknown[:3]}")
+    for msgid, msgstr in translations.items():
+        if msgstr:
+            entries[msgid].msgstr = msgstr
+            if "fuzzy" in entries[msgid].flags:
+                entries[msgid].flags.remove("fuzzy")
+    catalog.save(str(catalog_path(page)))
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "check"
+    if command == "extract":
+        extract()
+        print(stats())
+    elif command == "check":
+        pages = [p.removesuffix(".po") for p in argv[2:]] or None
+        problems = check(pages)
+        for problem in problems:
+            print(problem)
+        print(f"{len(problems)} problems")
+        return 1 if problems else 0
+    elif command == "generate":
+        for path in generate():
+            print("wrote", path.relative_to(ROOT))
+    elif command == "todo":  # the untranslated messages of one page, as JSON
+        catalog = polib.pofile(str(catalog_path(argv[2])))
+        todo = {e.msgid: "" for e in catalog if not e.obsolete and (not e.msgstr or e.fuzzy)}
+        print(json.dumps(todo, ensure_ascii=False, indent=1))
+    elif command == "fill":  # fill one page's catalog from a JSON {msgid: msgstr}
+        fill(argv[2], json.loads(Path(argv[3]).read_text(encoding="utf-8")))
+    elif command == "stats":
+        print(stats())
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
