@@ -197,6 +197,8 @@ def test_search_finds_a_lesson(open_page, edition, query):
     """The search page (Chinese words segmented by jieba in the Chinese edition) lists lessons."""
     page, problems = open_page(f"{edition}search.html?q={query}")
     page.wait_for_selector("ul.search li a", timeout=20_000)
-    found = page.evaluate("Array.from(document.querySelectorAll('ul.search li a')).map(a => a.href)")
+    found = page.evaluate(
+        "Array.from(document.querySelectorAll('ul.search li a')).map(a => a.href)"
+    )
     assert any(f"/{edition}lessons/" in href for href in found), found
     assert not problems, problems

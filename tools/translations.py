@@ -36,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DIR = ROOT / "locale"
 CATALOGS = LOCALE_DIR / "zh_CN" / "LC_MESSAGES"
 ZH = ROOT / "zh"
-GETTEXT_OUT = ROOT / "_build" / "gettext"
+GETTEXT_OUT = ROOT / "_build" / "i18n" / "_build" / "gettext"  # doctrees apart from the HTML
 LANGUAGE = "zh_CN"
+
+GENERATED = "# Written by `python tools/translations.py generate` from ../{}. Do not edit.\n"
 
 #: The labels of the folded cells' buttons (cell metadata ``mystnb``, set by
 #: ``tools/conventions.py``): the only metadata that the Chinese notebooks change.
@@ -51,7 +53,7 @@ PROMPTS = {
 #: MyST-NB numbers the lines of a notebook as (cell index + 1) * 10000 + line + 1.
 CELL_LINES = 10000
 
-MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.DOTALL)
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.DOTALL)  # display, then inline
 CODE = re.compile(r"``.+?``|`[^`\n]+`")
 ROLE = re.compile(r"\{[a-z:]+\}`[^`]+`")
 URL = re.compile(r"\]\(([^)\s]+)\)|(?:href|src)=\"([^\"]+)\"")
@@ -344,34 +346,38 @@ def translate_text(
 
     ``located`` lists (msgid, first line, 1-based) for each occurrence in this text. Table
     cells are matched whole, wherever they are: Sphinx gives them the line of an earlier
-    cell, so a message of ``table_cells`` (cells of any table of the page) that is not found
-    here is placed in its own table. Other messages are searched from their line on. Spans
-    never overlap, and the translated text is never searched again.
+    cell, so the messages of ``table_cells`` (cells of any table of the page) are placed
+    last, and only where the text is still free, or else left to their own table. The other
+    messages are searched from their line on. Spans never overlap, and the translated text
+    is never searched again.
     """
     spans = table_spans(text, translations)
-    in_tables = {key for _, _, key in spans}
+    table_cells = table_cells | {key for *_, key in spans}
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    for msgid, line in sorted(located, key=lambda item: item[1]):
-        if msgid in in_tables and " ".join(msgid.split()) in in_tables:
+
+    def free(match: re.Match) -> bool:
+        return all(match.end() <= s or match.start() >= e for s, e, _ in spans)
+
+    def inside_a_span(match: re.Match) -> bool:
+        return any(s <= match.start() and match.end() <= e for s, e, _ in spans)
+
+    table_last = sorted(located, key=lambda item: (item[0] in table_cells, item[1]))
+    placed_in_tables = {key for *_, key in spans}
+    for msgid, line in table_last:
+        if msgid in placed_in_tables:
             continue
         start = line_starts[min(max(line - 1, 0), len(line_starts) - 1)]
         pattern = message_regex(msgid)
-        found = None
-        for begin in (start, 0):
-            for match in pattern.finditer(text, begin):
-                if all(match.end() <= s or match.start() >= e for s, e, _ in spans):
-                    found = match
-                    break
-            if found:
-                break
-        if found is None and (pattern.search(text) or msgid in table_cells):
-            continue  # inside a larger message (the badge's alt text), or a table cell
-        if found is None:
+        matches = list(pattern.finditer(text, start)) + list(pattern.finditer(text, 0))
+        found = next((match for match in matches if free(match)), None)
+        if found is not None:
+            spans.append((found.start(), found.end(), msgid))
+        elif not (msgid in table_cells or any(inside_a_span(m) for m in matches)):
+            # (a message inside a larger one, such as the badge's alt text, goes with it)
             raise Untranslatable(f"cannot find {msgid[:80]!r} from line {line}")
-        spans.append((found.start(), found.end(), msgid))
     pieces, cursor = [], 0
     for start, end, msgid in sorted(spans):
-        pieces += [text[cursor:start], translations[msgid]]
+        pieces += [text[cursor:start], translations[msgid].strip()]  # the span has no edges
         cursor = end
     return "".join(pieces) + text[cursor:]
 
@@ -381,7 +387,9 @@ def load_translations(page: str) -> dict[str, str]:
     catalog = polib.pofile(str(catalog_path(page)))
     missing = [e.msgid for e in catalog if not e.obsolete and (not e.msgstr or e.fuzzy)]
     if missing:
-        raise Untranslatable(f"{page}: {len(missing)} messages untranslated or fuzzy, e.g. {missing[0][:80]!r}")
+        raise Untranslatable(
+            f"{page}: {len(missing)} messages untranslated or fuzzy, e.g. {missing[0][:80]!r}"
+        )
     return {" ".join(e.msgid.split()): e.msgstr for e in catalog if not e.obsolete}
 
 
@@ -391,8 +399,9 @@ def occurrences(template: polib.POFile) -> dict[int, list[tuple[str, int]]]:
     for entry in template:
         key = " ".join(entry.msgid.split())
         for _, number in entry.occurrences:
-            number = int(number)
-            cell, line = (number // CELL_LINES - 1, number % CELL_LINES - 1) if number >= CELL_LINES else (0, number)
+            cell, line = 0, int(number)
+            if line >= CELL_LINES:  # in a notebook
+                cell, line = line // CELL_LINES - 1, line % CELL_LINES - 1
             where.setdefault(cell, []).append((key, line))
     return where
 
@@ -430,7 +439,7 @@ def translated_page(page: str, template: polib.POFile) -> str:
     """The Chinese Markdown page (the root page's catalog also holds the toc's captions)."""
     text = source_path(page).read_text(encoding="utf-8")
     captions = set(toc_captions())
-    located = [(msgid, line) for msgid, line in occurrences(template).get(0, []) if msgid not in captions]
+    located = [(m, line) for m, line in occurrences(template).get(0, []) if m not in captions]
     try:
         return translate_text(text, located, load_translations(page))
     except Untranslatable as error:
@@ -452,8 +461,8 @@ def zh_config() -> str:
     sphinx["config"].pop("locale_dirs", None)
     sphinx["config"].pop("gettext_compact", None)
     sphinx["config"]["language_switch"] = {"label": "English", "lang": "en", "root": ".."}
-    header = "# Generated by `python tools/translations.py generate` from ../_config.yml. Do not edit.\n"
-    return header + yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+    text = yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+    return GENERATED.format("_config.yml") + text
 
 
 def zh_toc() -> str:
@@ -461,8 +470,7 @@ def zh_toc() -> str:
     captions = load_translations(toc["root"])  # the root page's catalog holds the captions
     for part in toc.get("parts", []):
         part["caption"] = captions[part["caption"]]
-    header = "# Generated by `python tools/translations.py generate` from ../_toc.yml. Do not edit.\n"
-    return header + yaml.safe_dump(toc, allow_unicode=True, sort_keys=False)
+    return GENERATED.format("_toc.yml") + yaml.safe_dump(toc, allow_unicode=True, sort_keys=False)
 
 
 def generated_files(templates: Path | None = None) -> dict[Path, str]:
