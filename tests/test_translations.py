@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import translations  # noqa: E402
 
-PAGES = translations.toc_pages()
+PAGES = translations.toc_entries()
 LESSONS = [page for page in PAGES if page.startswith("lessons/")]
 
 

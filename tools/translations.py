@@ -14,14 +14,13 @@ them into ``_build/html/zh``.
     python tools/translations.py generate   # write zh/ from the English sources and catalogs
     python tools/translations.py stats      # messages and words translated
 
-``make translations`` runs extract, then generate. ``tests/test_translations.py`` fails
+``make translations`` runs extract, check, then generate. ``tests/test_translations.py`` fails
 while a message is untranslated or fuzzy, a term disagrees with the glossary, or ``zh/``
 differs from what ``generate`` writes.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import polib
 import yaml
+from conventions import toc_entries  # every page of _toc.yml, the root first
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DIR = ROOT / "locale"
@@ -74,15 +74,6 @@ def source_path(page: str) -> Path:
     return notebook if notebook.is_file() else ROOT / f"{page}.md"
 
 
-def toc_pages() -> list[str]:
-    """Every page of ``_toc.yml``, root first, in reading order."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages = [toc["root"]]
-    for part in toc.get("parts", []):
-        pages += [chapter["file"] for chapter in part.get("chapters", [])]
-    return pages
-
-
 def build_templates(out: Path = GETTEXT_OUT) -> Path:
     """Run Sphinx's gettext builder on the English book; return the folder of ``.pot`` files.
 
@@ -93,7 +84,7 @@ def build_templates(out: Path = GETTEXT_OUT) -> Path:
     command = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
     command += ["--custom-builder", "gettext", "--path-output", str(out.parent.parent)]
     subprocess.run(command, check=True, capture_output=True, text=True)
-    for page in toc_pages():
+    for page in toc_entries():
         pot = out / f"{page}.pot"
         template = polib.pofile(str(pot))
         own = Path(source_path(page)).name
@@ -126,15 +117,14 @@ def colab_badge_zh(text: str) -> str | None:
     )
 
 
-def autofill(catalog: polib.POFile) -> int:
-    """Fill the messages that carry nothing to translate; return how many were filled.
+def autofill(catalog: polib.POFile) -> None:
+    """Fill the messages that carry nothing to translate.
 
     Copied as they are: math, code and numbers only; Chinese already; an English term of
     the glossary standing alone (the English column of the key-terms tables, which the
     Chinese edition keeps). The Colab badge gets the address of the Chinese notebook.
     """
     terms = glossary_terms()
-    filled = 0
     for entry in catalog:
         if entry.obsolete or (entry.msgstr and "fuzzy" not in entry.flags):
             continue
@@ -147,8 +137,6 @@ def autofill(catalog: polib.POFile) -> int:
             continue
         if "fuzzy" in entry.flags:
             entry.flags.remove("fuzzy")
-        filled += 1
-    return filled
 
 
 def extract() -> None:
@@ -157,17 +145,34 @@ def extract() -> None:
     command = [str(Path(sys.executable).parent / "sphinx-intl"), "update", "-p", str(pots)]
     command += ["-l", LANGUAGE, "-d", str(LOCALE_DIR), "-w", "0"]
     subprocess.run(command, check=True, capture_output=True, text=True)
-    for page in toc_pages():
+    for page in toc_entries():
         catalog = polib.pofile(str(catalog_path(page)), wrapwidth=0)
         # Messages the English text no longer has are history, not translations to keep.
         for entry in catalog.obsolete_entries():
             catalog.remove(entry)
         autofill(catalog)
-        catalog.metadata["Language"] = LANGUAGE
         catalog.save(str(catalog_path(page)))
 
 
 # ----------------------------------------------------------------------------- glossary
+
+
+GLOSSARY = ROOT / "book" / "glossary.md"
+
+
+def glossary_rows() -> list[tuple[str, str]]:
+    """The (English, 中文) term cells of each row of ``book/glossary.md``, as written."""
+    rows = []
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) >= 4 and cells[0] not in ("English", "---"):
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+def term_parts(cell: str) -> list[str]:
+    """The terms of a cell written ``a / b`` or ``a (b)``: ``["a", "b"]``."""
+    return [part.strip() for part in re.split(r"\s/\s|[()（）]", cell) if part.strip()]
 
 
 def glossary_pairs() -> list[tuple[str, str]]:
@@ -177,11 +182,7 @@ def glossary_pairs() -> list[tuple[str, str]]:
     pair ("causal mask", "因果掩码"); ``a / b`` rows give one pair per side.
     """
     pairs = []
-    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) < 4 or cells[0] in ("English", "---") or not line.startswith("|"):
-            continue
-        english, chinese = cells[0], cells[1]
+    for english, chinese in glossary_rows():
         english = re.sub(r"\s*\(.*?\)\s*$", "", english)
         chinese = re.sub(r"（.*?）$", "", chinese).strip()
         en_parts, zh_parts = english.split(" / "), chinese.split(" / ")
@@ -195,12 +196,10 @@ def glossary_terms() -> set[str]:
     (sequence mask)``, ``因果掩码（序列掩码）``), and each part of an ``a / b`` or ``a (b)``
     cell."""
     terms = set()
-    for line in (ROOT / "book" / "glossary.md").read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) >= 4 and cells[0] not in ("English", "---"):
-            for cell in cells[:2]:
-                terms.add(cell)
-                terms.update(p.strip() for p in re.split(r"\s/\s|[()（）]", cell) if p.strip())
+    for row in glossary_rows():
+        for cell in row:
+            terms.add(cell)
+            terms.update(term_parts(cell))
     return terms
 
 
@@ -208,7 +207,7 @@ def is_term_cell(text: str, terms: set[str] | None = None) -> bool:
     """True for a key-terms table's term cell: glossary terms only, alone or joined as
     ``a / b`` or ``a (b)`` (``causal mask / sequence mask``, ``因果掩码（序列掩码）``)."""
     terms = glossary_terms() if terms is None else terms
-    parts = [part.strip() for part in re.split(r"\s/\s|[()（）]", text) if part.strip()]
+    parts = term_parts(text)
     return text in terms or (bool(parts) and all(part in terms for part in parts))
 
 
@@ -277,13 +276,13 @@ def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list
 
 def check(pages: list[str] | None = None) -> list[Problem]:
     pairs = glossary_pairs()
-    return [p for page in (pages or toc_pages()) for p in check_catalog(page, pairs)]
+    return [p for page in (pages or toc_entries()) for p in check_catalog(page, pairs)]
 
 
 def stats() -> dict[str, int]:
     """Messages and English words in the catalogs, and how many are translated."""
     total = {"messages": 0, "translated": 0, "words": 0, "words translated": 0}
-    for page in toc_pages():
+    for page in toc_entries():
         for entry in polib.pofile(str(catalog_path(page))):
             if entry.obsolete:
                 continue
@@ -352,7 +351,8 @@ def translate_text(
     is never searched again.
     """
     spans = table_spans(text, translations)
-    table_cells = table_cells | {key for *_, key in spans}
+    placed_in_tables = {key for *_, key in spans}
+    table_cells = table_cells | placed_in_tables
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def free(match: re.Match) -> bool:
@@ -362,7 +362,6 @@ def translate_text(
         return any(s <= match.start() and match.end() <= e for s, e, _ in spans)
 
     table_last = sorted(located, key=lambda item: (item[0] in table_cells, item[1]))
-    placed_in_tables = {key for *_, key in spans}
     for msgid, line in table_last:
         if msgid in placed_in_tables:
             continue
@@ -409,10 +408,9 @@ def occurrences(template: polib.POFile) -> dict[int, list[tuple[str, int]]]:
 def translated_notebook(page: str, template: polib.POFile) -> dict:
     """The Chinese notebook: the English one with every markdown cell translated, and the
     folded cells' button labels; code, outputs and all other metadata are the same."""
-    notebook = json.loads(source_path(page).read_text(encoding="utf-8"))
+    result = json.loads(source_path(page).read_text(encoding="utf-8"))
     translations = load_translations(page)
     where = occurrences(template)
-    result = copy.deepcopy(notebook)
     markdown = ["".join(c["source"]) for c in result["cells"] if c["cell_type"] == "markdown"]
     table_cells = frozenset(key for text in markdown for *_, key in table_spans(text, translations))
     for index, cell in enumerate(result["cells"]):
@@ -477,7 +475,7 @@ def generated_files(templates: Path | None = None) -> dict[Path, str]:
     """Every file of ``zh/`` as ``generate`` writes it, from the current English sources."""
     templates = build_templates() if templates is None else templates
     files = {ZH / "_config.yml": zh_config(), ZH / "_toc.yml": zh_toc()}
-    for page in toc_pages():
+    for page in toc_entries():
         template = polib.pofile(str(templates / f"{page}.pot"))
         if source_path(page).suffix == ".ipynb":
             notebook = translated_notebook(page, template)

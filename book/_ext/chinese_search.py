@@ -11,17 +11,21 @@ a Chinese build only.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
 
-GLOSSARY = Path(__file__).resolve().parent.parent / "glossary.md"
+# The glossary is read by the same code that checks the translations' terms.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from translations import glossary_rows, term_parts  # noqa: E402
+
 #: A frequency high enough that jieba keeps a listed term whole.
 FREQUENCY = 100_000
 
 
-def glossary_chinese_terms(glossary: Path = GLOSSARY) -> list[str]:
+def glossary_chinese_terms() -> list[str]:
     """The Chinese terms of the glossary, each part of ``a / b`` and ``a（b）`` on its own,
     without those that hold a space or Latin letters (jieba's dictionary has one word per
     line).
@@ -29,14 +33,8 @@ def glossary_chinese_terms(glossary: Path = GLOSSARY) -> list[str]:
     >>> "自注意力" in glossary_chinese_terms()
     True
     """
-    terms = set()
-    for line in glossary.read_text(encoding="utf-8").splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) >= 4 and cells[1] not in ("中文", "---"):
-            for part in re.split(r"\s/\s|[（）()]", cells[1]):
-                if part.strip() and not re.search(r"[\sA-Za-z]", part.strip()):
-                    terms.add(part.strip())
-    return sorted(terms)
+    parts = {part for _, chinese in glossary_rows() for part in term_parts(chinese)}
+    return sorted(part for part in parts if not re.search(r"[\sA-Za-z]", part))
 
 
 def add_user_dictionary(app: Sphinx, config: Config) -> None:

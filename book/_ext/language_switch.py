@@ -9,7 +9,7 @@ found by its page name. Configure with ``language_switch`` in ``_config.yml``:
       lang: zh-CN       # the other edition's language (hreflang)
       root: zh          # where the other edition's root lies, relative to this one's
 
-The link goes into the header, beside the theme's buttons, and the page declares its
+The link stands above the article, at its right edge, and the page declares its
 translation with ``<link rel="alternate" hreflang=...>``.
 """
 
@@ -47,7 +47,6 @@ def add_switch(app: Sphinx, pagename: str, templatename, context: dict, doctree)
         f'<a class="language-switch btn btn-sm" href="{url}" hreflang="{lang}" lang="{lang}" '
         f'title="{label}">{label}</a>'
     )
-    context["language_switch_html"] = link
     context["body"] = f'<div class="language-switch-bar">{link}</div>\n' + context.get("body", "")
 
 
