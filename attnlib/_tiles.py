@@ -12,16 +12,16 @@ tiles to visit:
   keys in key blocks ``i − n … i + n`` (``n = 1``, or 0 when the window is 0), so that range,
   ``span = (2n + 1)·B`` keys, is its one tile. The blocks outside the band are never visited.
   Query blocks are taken a group at a time, each block with its own span (overlapping views
-  of the same key rows).
+  of the same key rows), as many blocks as keep the group's scores in the processor's cache.
 
 A tile is described by key rows ``start … stop − 1`` (negative or past the end for the band's
 edges: those rows are zero padding, masked) cut into ``count`` overlapping windows of
 ``span`` rows, ``step`` rows apart: window ``c`` serves query block ``c`` of the group.
 
->>> plan = BandPlan(length=10, window=2, causal=False, heads=1)
+>>> plan = BandPlan(length=10, window=2, causal=False, sequences=1)
 >>> plan.block, plan.span  # one block of 10 queries: its own keys are all it can reach
 (10, 10)
->>> plan = BandPlan(length=100, window=40, causal=False, heads=1)
+>>> plan = BandPlan(length=100, window=40, causal=False, sequences=1)
 >>> plan.block, plan.span  # blocks of 40 queries, each against 120 keys
 (40, 120)
 >>> [(g.start, g.stop) for g in plan.query_groups()]
@@ -38,8 +38,11 @@ import numpy as np
 #: ``tiled_attention``'s default block sizes (queries and keys per tile): measured on a 2-core
 #: CPU at L = 8192 (``python -m attnlib.bench``), larger blocks were no faster.
 DEFAULT_BLOCK = 256
-#: Scores a group of band tiles may hold at once, summed over the batch and heads (float32:
-#: 2 MiB), so that a group's temporaries stay in the processor's cache.
+#: Queries per block of a band plan: small, so that little of a block's span lies outside the
+#: band (the span is ``2·reach + 1`` blocks), large enough for efficient matrix products.
+BAND_BLOCK = 32
+#: Scores a group of band tiles may hold at once, summed over the sequences scored together
+#: (float32: 2 MiB), so that a group's temporaries stay in the processor's cache.
 GROUP_SCORES = 2**19
 
 
@@ -74,10 +77,12 @@ class FullPlan:
             stop = min(self.length_q, start + self.block_q)
             yield QueryGroup(start, stop, 1, stop - start)
 
-    def key_tiles(self, group: QueryGroup) -> Iterator[KeyTile]:
+    def key_tiles(self, group: QueryGroup) -> list[KeyTile]:
+        tiles = []
         for start in range(0, self.length_k, self.block_k):
             stop = min(self.length_k, start + self.block_k)
-            yield KeyTile(start, stop, stop - start, stop - start)
+            tiles.append(KeyTile(start, stop, stop - start, stop - start))
+        return tiles
 
     def key_padding(self) -> tuple[int, int]:
         """Zero rows the tiles reach before key 0 and after the last key: none."""
@@ -93,24 +98,25 @@ class FullPlan:
 
 class BandPlan:
     """Blocks of ``B`` queries, each against the keys of its own and its neighbouring key
-    blocks: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal)."""
+    blocks: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal).
+    ``sequences``: how many sequences the kernel scores at once (it sizes the groups)."""
 
-    def __init__(self, length: int, window: int, causal: bool, heads: int):
+    def __init__(self, length: int, window: int, causal: bool, sequences: int):
         self.length, self.causal = length, causal
         self.window = min(window, length - 1)  # a longer window sees the whole sequence
-        # Blocks about as long as the window (so a block needs only its neighbours), at
-        # least 32 queries (so small windows still make decent matrix products).
-        self.block = max(1, min(length, max(self.window, 32)))
+        self.block = min(length, BAND_BLOCK)
         one_block = self.block == length  # then the block is the whole sequence
-        self.reach = 0 if one_block or not self.window else 1  # key blocks on each side
+        # Key blocks on each side that a query block's band touches: ceil(window / block).
+        self.reach = 0 if one_block else -(-self.window // self.block)
         blocks_ahead = 0 if causal else self.reach
         self.span = (self.reach + 1 + blocks_ahead) * self.block
-        self.blocks_per_group = max(1, GROUP_SCORES // (heads * self.block * self.span))
+        self.blocks_per_group = max(1, GROUP_SCORES // (sequences * self.block * self.span))
         offsets = (
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
         )
         allowed = np.abs(offsets) <= self.window  # offsets: j − i, query row × key column
         self.band = allowed & (offsets <= 0) if causal else allowed
+        self.edges: dict[int, np.ndarray] = {}  # the tile masks of groups at the edges
 
     def query_groups(self) -> Iterator[QueryGroup]:
         blocks = -(-self.length // self.block)
@@ -119,11 +125,10 @@ class BandPlan:
             start = first * self.block
             yield QueryGroup(start, min(self.length, start + count * self.block), count, self.block)
 
-    def key_tiles(self, group: QueryGroup) -> Iterator[KeyTile]:
+    def key_tiles(self, group: QueryGroup) -> list[KeyTile]:
         start = group.start - self.reach * self.block
-        yield KeyTile(
-            start, start + (group.count - 1) * self.block + self.span, self.span, self.block
-        )
+        stop = start + (group.count - 1) * self.block + self.span
+        return [KeyTile(start, stop, self.span, self.block)]
 
     def key_padding(self) -> tuple[int, int]:
         """Zero rows the tiles reach before key 0 and after the last key (the edges' spans)."""
@@ -136,10 +141,12 @@ class BandPlan:
         and a real key, ``0 <= j < L``. ``mask`` is unused (the band is the mask)."""
         if tile.start >= 0 and tile.stop <= self.length:
             return self.band
-        first_key = tile.start + np.arange(group.count)[:, None] * tile.step
-        key = first_key + np.arange(tile.span)[None, :]
-        exists = (key >= 0) & (key < self.length)
-        return self.band[None, :, :] & exists[:, None, :]
+        if tile.start not in self.edges:  # made once, then the same array for every sequence
+            first_key = tile.start + np.arange(group.count)[:, None] * tile.step
+            key = first_key + np.arange(tile.span)[None, :]
+            exists = (key >= 0) & (key < self.length)
+            self.edges[tile.start] = self.band[None, :, :] & exists[:, None, :]
+        return self.edges[tile.start]
 
 
 def rows_outside(tile: KeyTile, length: int) -> tuple[int, int]:

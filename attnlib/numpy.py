@@ -235,7 +235,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    plan = _tiles.BandPlan(q.shape[-2], window, causal, heads=math.prod(batch))
+    plan = _tiles.BandPlan(q.shape[-2], window, causal, sequences=math.prod(batch))
     return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
 
 

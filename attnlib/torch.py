@@ -251,69 +251,113 @@ def tiled_attention(
 
 
 def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
-    """The tiled kernel under a plan (``attnlib._tiles``), differentiable: inputs broadcast to
-    one batch shape, then the forward pass, with a backward pass that recomputes tiles."""
+    """The tiled kernel under a plan (``attnlib._tiles``), differentiable: a forward pass, with
+    a backward pass that recomputes tiles."""
     batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if mask is not None:
         mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
     if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
         return _TiledAttention.apply(q, k, v, mask, scale, plan)
-    return _tiled_forward(*_expand_batch(batch, q, k, v), mask, scale, plan)[0]
+    out = _tiled_forward(*_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=False)[0]
+    return out.reshape(*batch, *out.shape[-2:])
 
 
-def _expand_batch(batch, *tensors):
-    """Views of ``(..., L, d)`` tensors with the common batch shape."""
-    return [x.expand(*batch, *x.shape[-2:]) for x in tensors]
+def _sequences(batch, *tensors) -> list[torch.Tensor]:
+    """``(..., L, d)`` tensors as ``(N, L, d)``: the common batch shape flattened, so that
+    every product of the kernel is one ``torch.bmm`` (a view when the layout allows it)."""
+    return [x.expand(*batch, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in tensors]
 
 
-def _key_rows(x: torch.Tensor, tile) -> torch.Tensor:
-    """Rows ``tile.start … tile.stop − 1`` of ``x`` along the token axis, zeros outside
-    ``0 … L − 1``; then cut into the tile's windows: ``(..., count, d, span)``."""
-    before, after = _tiles.rows_outside(tile, x.shape[-2])
-    rows = x[..., max(0, tile.start) : min(x.shape[-2], tile.stop), :]
-    if before or after:
-        rows = F.pad(rows, (0, 0, before, after))
-    return rows.unfold(-2, tile.span, tile.step)
+def _sequence_slices(plan, count: int) -> list[slice]:
+    """The sequences the kernel takes at once: all of them, except under a band plan. A band
+    tile's overlapping key windows are a view of one sequence's rows only; for several
+    sequences at once ``torch.bmm`` would need them copied."""
+    if isinstance(plan, _tiles.BandPlan):
+        return [slice(n, n + 1) for n in range(count)]
+    return [slice(None)]
 
 
-def _query_rows(x: torch.Tensor, group) -> torch.Tensor:
-    """A group's query rows, padded to ``count`` full blocks: ``(..., count, size, d)``."""
-    rows = x[..., group.start : group.stop, :]
+def _query_blocks(x: torch.Tensor, group) -> torch.Tensor:
+    """A group's query rows of ``(S, L, d)`` sequences, padded to ``count`` full blocks:
+    ``(S·count, size, d)``."""
+    rows = x[:, group.start : group.stop]
     extra = group.count * group.size - rows.shape[-2]
     if extra:
         rows = F.pad(rows, (0, 0, 0, extra))
-    return rows.unflatten(-2, (group.count, group.size))
+    return rows.unflatten(1, (group.count, group.size)).flatten(0, 1)
 
 
-def _tile_scores(q_blocks, k_tile, bias) -> torch.Tensor:
-    """Scores of one tile, ``(..., count, size, span)``, plus the tile's ``bias`` (0 where
-    allowed, -inf where masked; None without a mask)."""
-    scores = q_blocks @ k_tile
-    return scores if bias is None else scores.add_(bias)
+def _key_windows(x: torch.Tensor, tile) -> torch.Tensor:
+    """A tile's key rows of ``(S, L, d)`` sequences, zeros outside ``0 … L − 1``, cut into
+    the tile's windows and transposed: ``(S·count, d, span)``. A view of ``x`` unless the tile
+    reaches past an edge (then its rows are copied with the zero padding)."""
+    before, after = _tiles.rows_outside(tile, x.shape[-2])
+    rows = x[:, max(0, tile.start) : min(x.shape[-2], tile.stop)]
+    if before or after:
+        rows = F.pad(rows, (0, 0, before, after))
+    return rows.unfold(1, tile.span, tile.step).flatten(0, 1)
 
 
-def _tiled_forward(q, k, v, mask, scale, plan):
-    """Output ``(..., L_q, d_v)`` and log-sum-exp of each row's scores ``(..., L_q, 1)``
-    (-inf for a row with nothing to attend to): the online softmax, tile by tile."""
+def _drop_padding(x: torch.Tensor, group, sequences: int) -> torch.Tensor:
+    """``(S·count, size, d)`` → ``(S, stop − start, d)``: the group's real query rows."""
+    return x.unflatten(0, (sequences, group.count)).flatten(1, 2)[:, : group.stop - group.start]
+
+
+class _Scratch:
+    """Memory for a kernel's tile-sized temporaries, allocated once and reused by every tile.
+    (Fresh blocks of a few MiB cost page faults each time: the C library hands them back to
+    the system when they are freed. Reused, they also stay in the processor's cache.)"""
+
+    def __init__(self, like: torch.Tensor):
+        self.like, self.buffers = like, {}
+
+    def __call__(self, name: str, shape) -> torch.Tensor:
+        """An uninitialised tensor of ``shape``, the same memory every time for ``name``."""
+        size = math.prod(shape)
+        if name not in self.buffers or self.buffers[name].numel() < size:
+            self.buffers[name] = self.like.new_empty(size)
+        return self.buffers[name][:size].view(shape)
+
+
+def _tile_scores(q_blocks, k_windows, bias, scale, scratch) -> torch.Tensor:
+    """One tile's scores, ``scale · Q Kᵀ + bias``, in one call (``torch.baddbmm``) into
+    scratch memory: ``(M, size, span)``. ``bias`` is 0 where allowed, -inf where masked, None
+    without a mask."""
+    shape = (q_blocks.shape[0], q_blocks.shape[1], k_windows.shape[-1])
+    scores = scratch("scores", shape)
+    if bias is None:  # beta=0: baddbmm ignores its first argument
+        return torch.baddbmm(scores, q_blocks, k_windows, beta=0, alpha=scale, out=scores)
+    return torch.baddbmm(bias, q_blocks, k_windows, alpha=scale, out=scores)
+
+
+def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
+    """The online softmax, tile by tile, for ``(N, L, d)`` sequences: the output
+    ``(N, L_q, d_v)`` and, if ``keep_logsumexp``, each row's log-sum-exp ``(N, L_q, 1)`` (-inf
+    for a row with nothing to attend to), which the backward pass needs."""
     out = q.new_empty(*q.shape[:-1], v.shape[-1])
-    logsumexp = q.new_empty(*q.shape[:-1], 1)
-    biases = _TileBiases(plan, mask, q)
-    for group in plan.query_groups():
-        q_blocks = _query_rows(q, group) * scale
-        state = None  # each query row's running (log-sum-exp, normalised output)
-        for tile in plan.key_tiles(group):
-            scores = _tile_scores(q_blocks, _key_rows(k, tile), biases(group, tile))
-            state = _fold_tile(state, scores, _key_rows(v, tile).transpose(-1, -2))
-        rows = slice(group.start, group.stop)
-        logsumexp[..., rows, :] = _drop_padding(state[0], group)
-        out[..., rows, :] = _drop_padding(state[1], group)
+    logsumexp = q.new_empty(*q.shape[:-1], 1) if keep_logsumexp else None
+    biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
+    for seqs in _sequence_slices(plan, q.shape[0]):
+        for group in plan.query_groups():
+            q_blocks = _query_blocks(q[seqs], group)
+            tiles = plan.key_tiles(group)
+            # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
+            softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
+            online = _OnlineSoftmax(softmax_only)
+            for tile in tiles:
+                k_windows = _key_windows(k[seqs], tile)
+                scores = _tile_scores(q_blocks, k_windows, biases(seqs, group, tile), scale, scratch)
+                online.fold(scores, _key_windows(v[seqs], tile).mT, scratch)
+            rows = slice(group.start, group.stop)
+            out[seqs, rows] = _drop_padding(online.output, group, q[seqs].shape[0])
+            if keep_logsumexp:
+                logsumexp[seqs, rows] = _drop_padding(online.logsumexp, group, q[seqs].shape[0])
     return out, logsumexp
 
 
-def _fold_tile(state, scores: torch.Tensor, v_tile: torch.Tensor):
-    r"""One step of the online softmax: fold a tile's scores (-inf where masked) and values
-    into each query row's running log-sum-exp ``λ = log ℓ + m`` and normalised output
-    ``y / ℓ``; ``state`` is None before the first tile.
+class _OnlineSoftmax:
+    r"""The running state of a group of query rows, tile after tile: each row's normalised
+    output ``y / ℓ`` and log-sum-exp ``λ = log ℓ + m``.
 
     The same update as ``attnlib.numpy``'s (``m``, ``ℓ``, ``y``), written with ``λ`` so that a
     tile can use PyTorch's fused softmax:
@@ -323,19 +367,36 @@ def _fold_tile(state, scores: torch.Tensor, v_tile: torch.Tensor):
                               + e^{\lambda_t - \lambda_{\text{new}}}\, o_t ,
 
     with ``o_t = softmax(s) V`` and ``λ_t = max s − log max softmax(s)`` for the tile (the
-    largest weight of a softmax is ``e^{max s − λ_t}``).
+    largest weight of a softmax is ``e^{max s − λ_t}``). With ``softmax_only`` (one tile, no
+    row without an allowed key, no log-sum-exp wanted: a band without gradients), a row's
+    output is just ``softmax(s) V``.
     """
-    tile_maximum = scores.amax(-1, keepdim=True)
-    empty = tile_maximum == -math.inf  # rows with no allowed key in this tile
-    weights = torch.softmax(scores, dim=-1)  # NaN in the empty rows, replaced below
-    tile_lse = (tile_maximum - weights.amax(-1, keepdim=True).log()).masked_fill(empty, -math.inf)
-    tile_out = (weights @ v_tile).masked_fill(empty, 0.0)
-    if state is None:
-        return tile_lse, tile_out
-    lse, out = state
-    new_lse = torch.logaddexp(lse, tile_lse)
-    shift = _finite(new_lse)
-    return new_lse, out * torch.exp(lse - shift) + tile_out * torch.exp(tile_lse - shift)
+
+    def __init__(self, softmax_only: bool):
+        self.softmax_only = softmax_only
+        self.output, self.logsumexp = None, None
+
+    def fold(self, scores: torch.Tensor, v_windows: torch.Tensor, scratch: _Scratch) -> None:
+        """Fold one tile: its scores ``(M, size, span)`` (-inf where masked) and values
+        ``(M, span, d_v)``."""
+        weights = torch.softmax(scores, -1, out=scratch("weights", scores.shape))
+        if self.softmax_only:
+            self.output = weights @ v_windows
+            return
+        tile_maximum = scores.amax(-1, keepdim=True)
+        empty = tile_maximum == -math.inf  # rows with no allowed key in this tile
+        tile_lse = tile_maximum - weights.amax(-1, keepdim=True).log()
+        tile_lse.masked_fill_(empty, -math.inf)
+        tile_out = (weights @ v_windows).masked_fill_(empty, 0.0)  # softmax gave NaN there
+        if self.output is None:
+            self.output, self.logsumexp = tile_out, tile_lse
+            return
+        new_lse = torch.logaddexp(self.logsumexp, tile_lse)
+        shift = _finite(new_lse)
+        self.output = self.output * torch.exp(self.logsumexp - shift) + tile_out * torch.exp(
+            tile_lse - shift
+        )
+        self.logsumexp = new_lse
 
 
 def _finite(x: torch.Tensor) -> torch.Tensor:
@@ -344,25 +405,21 @@ def _finite(x: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(x == -math.inf, 0.0)
 
 
-def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
-    """``(..., count, size, d)`` → ``(..., stop − start, d)``: the group's real query rows."""
-    return x.flatten(-3, -2)[..., : group.stop - group.start, :]
-
-
 class _TileBiases:
-    """Each tile's mask as an additive bias on the device, 0 (may attend) or -inf: adding a
-    bias is one cheap pass, cheaper than a masked fill. The constant band of a band plan is
-    converted once."""
+    """Each tile's mask as an additive bias on the device, 0 (may attend) or -inf, for
+    ``torch.baddbmm`` to add while it multiplies. The band plan's patterns are converted once."""
 
     def __init__(self, plan, mask, like: torch.Tensor):
         self.plan, self.mask, self.like, self.cache = plan, mask, like, {}
 
-    def __call__(self, group, tile):
+    def __call__(self, seqs: slice, group, tile):
+        """The bias of ``tile`` for the ``seqs`` sequences, ``(S, size, span)``, or one that
+        broadcasts to it; None without a mask."""
         allowed = self.plan.tile_mask(self.mask, group, tile)
         if allowed is None:
             return None
-        if isinstance(allowed, torch.Tensor):
-            return self._bias(allowed)
+        if isinstance(allowed, torch.Tensor):  # (..., 1, size, span), cut from the user's mask
+            return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
         if id(allowed) not in self.cache:  # a NumPy pattern from the plan: keep it alive too
             self.cache[id(allowed)] = (allowed, self._bias(torch.from_numpy(allowed)))
         return self.cache[id(allowed)][1]
@@ -379,68 +436,76 @@ class _TiledAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, plan):
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-        q_, k_, v_ = _expand_batch(batch, q, k, v)
-        out, logsumexp = _tiled_forward(q_, k_, v_, mask, scale, plan)
+        out, logsumexp = _tiled_forward(
+            *_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=True
+        )
         ctx.save_for_backward(q, k, v, out, logsumexp)
         ctx.mask, ctx.scale, ctx.plan, ctx.batch = mask, scale, plan, batch
-        return out
+        return out.reshape(*batch, *out.shape[-2:])
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, logsumexp = ctx.saved_tensors
-        q_, k_, v_ = _expand_batch(ctx.batch, q, k, v)
-        grads = _tiled_backward(q_, k_, v_, ctx.mask, ctx.scale, ctx.plan, out, logsumexp, grad_out)
-        reduced = [g.sum_to_size(x.shape) for g, x in zip(grads, (q, k, v))]  # undo broadcasts
+        sequences = _sequences(ctx.batch, q, k, v, grad_out)
+        grads = _tiled_backward(*sequences, ctx.mask, ctx.scale, ctx.plan, out, logsumexp)
+        reduced = [  # back to each input's own shape, undoing the broadcasts
+            g.reshape(*ctx.batch, *g.shape[-2:]).sum_to_size(x.shape)
+            for g, x in zip(grads, (q, k, v))
+        ]
         return (*reduced, None, None, None)
 
 
-def _tiled_backward(q, k, v, mask, scale, plan, out, logsumexp, grad_out):
-    """Gradients for q, k and v, tile by tile: ``P = exp(S − logsumexp)`` recomputed,
-    ``dV += Pᵀ dO``, ``dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))``, ``dQ += dS K``, ``dK += dSᵀ Q``."""
+def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
+    """Gradients for ``(N, L, d)`` q, k and v, tile by tile: ``P = exp(S − logsumexp)``
+    recomputed, ``dV += Pᵀ dO``, ``dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))``, ``dQ += dS K``,
+    ``dK += dSᵀ Q``."""
     grad_q = torch.zeros_like(q)
     grad_k, grad_v = _padded_zeros(k, plan), _padded_zeros(v, plan)
     before = plan.key_padding()[0]  # the padding rows in front of key 0
     delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
-    biases = _TileBiases(plan, mask, q)
-    for group in plan.query_groups():
-        q_blocks = _query_rows(q, group) * scale
-        d_out = _query_rows(grad_out, group)
-        lse = _query_rows(logsumexp, group)
-        shift = _finite(lse)  # rows with nothing to attend to
-        row_delta = _query_rows(delta, group)
-        grad_q_blocks = torch.zeros_like(q_blocks)
-        for tile in plan.key_tiles(group):
-            k_tile, v_tile = _key_rows(k, tile), _key_rows(v, tile)
-            weights = _tile_scores(q_blocks, k_tile, biases(group, tile)).sub_(shift).exp_()
-            grad_weights = d_out @ v_tile  # (..., count, size, span)
-            grad_scores = weights * (grad_weights - row_delta)
-            grad_q_blocks += grad_scores @ k_tile.transpose(-1, -2)
-            _add_to_keys(grad_v, tile, weights.transpose(-1, -2) @ d_out, before)
-            _add_to_keys(grad_k, tile, grad_scores.transpose(-1, -2) @ q_blocks, before)
-        grad_q[..., group.start : group.stop, :] = _drop_padding(grad_q_blocks * scale, group)
+    biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
+    for seqs in _sequence_slices(plan, q.shape[0]):
+        for group in plan.query_groups():
+            q_blocks = _query_blocks(q[seqs], group)
+            d_out = _query_blocks(grad_out[seqs], group)
+            shift = _finite(_query_blocks(logsumexp[seqs], group))  # nothing to attend to
+            row_delta = _query_blocks(delta[seqs], group)
+            grad_q_blocks = torch.zeros_like(q_blocks)
+            for tile in plan.key_tiles(group):
+                k_windows, v_windows = _key_windows(k[seqs], tile), _key_windows(v[seqs], tile)
+                scores = _tile_scores(q_blocks, k_windows, biases(seqs, group, tile), scale, scratch)
+                weights = scores.sub_(shift).exp_()
+                grad_scores = (d_out @ v_windows).sub_(row_delta).mul_(weights)
+                grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
+                _add_to_keys(grad_v[seqs], tile, weights.mT @ d_out, before)
+                _add_to_keys(grad_k[seqs], tile, grad_scores.mT @ q_blocks, before)
+            grad_q[seqs, group.start : group.stop] = _drop_padding(
+                grad_q_blocks, group, q[seqs].shape[0]
+            )
     length = k.shape[-2]
     return (
-        grad_q,
-        grad_k[..., before : before + length, :],
-        grad_v[..., before : before + length, :],
+        grad_q * scale,
+        grad_k[:, before : before + length] * scale,
+        grad_v[:, before : before + length],
     )
 
 
 def _padded_zeros(x: torch.Tensor, plan) -> torch.Tensor:
-    """Zeros like ``x`` with the plan's padding rows around the token axis (gradients of
-    tiles at the edges land there and are dropped)."""
+    """Zeros like ``(N, L, d)`` ``x`` with the plan's padding rows around the token axis
+    (gradients of tiles at the edges land there and are dropped)."""
     before, after = plan.key_padding()
-    return x.new_zeros(*x.shape[:-2], before + x.shape[-2] + after, x.shape[-1])
+    return x.new_zeros(x.shape[0], before + x.shape[1] + after, x.shape[2])
 
 
 def _add_to_keys(grad: torch.Tensor, tile, tile_grad: torch.Tensor, before: int) -> None:
-    """Add a tile's key gradients ``(..., count, span, d)`` to the rows they came from. The
-    windows overlap, so they are added ``step`` rows at a time: piece ``p`` of every window
-    is a run of ``count·step`` consecutive rows."""
+    """Add a tile's key gradients ``(S·count, span, d)`` to the rows of ``(S, L', d)`` they
+    came from. The windows overlap, so they are added ``step`` rows at a time: piece ``p`` of
+    every window is a run of ``count·step`` consecutive rows."""
+    tile_grad = tile_grad.unflatten(0, (grad.shape[0], -1))
     for piece in range(tile.span // tile.step):
         first = before + tile.start + piece * tile.step
-        rows = tile_grad[..., piece * tile.step : (piece + 1) * tile.step, :].flatten(-3, -2)
-        grad[..., first : first + rows.shape[-2], :] += rows
+        rows = tile_grad[:, :, piece * tile.step : (piece + 1) * tile.step].flatten(1, 2)
+        grad[:, first : first + rows.shape[1]] += rows
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> torch.Tensor:
@@ -461,9 +526,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     """
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     scale = _default_scale(scale, q.shape[-1])
-    plan = _tiles.BandPlan(q.shape[-2], window, causal, heads=math.prod(batch))
+    plan = _tiles.BandPlan(q.shape[-2], window, causal, sequences=1)  # one at a time
     return _tiled(q, k, v, None, scale, plan)
 
 
