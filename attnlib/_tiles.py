@@ -8,8 +8,8 @@ tiles to visit:
 
 * ``FullPlan`` (``tiled_attention``): one block of ``block_q`` queries at a time, against every
   tile of ``block_k`` keys. A mask, if any, is cut into the same tiles.
-* ``BandPlan`` (``truncated_attention``): blocks of ``B`` queries; block ``i`` can only reach
-  keys in key blocks ``i − n … i + n`` (``n = 1``, or 0 when the window is 0), so that range,
+* ``BandPlan`` (``truncated_attention``): blocks of ``B = 32`` queries; block ``i`` can only
+  reach keys in key blocks ``i − n … i + n``, ``n = ⌈window / B⌉``, so that range,
   ``span = (2n + 1)·B`` keys, is its one tile. The blocks outside the band are never visited.
   Query blocks are taken a group at a time, each block with its own span (overlapping views
   of the same key rows), as many blocks as keep the group's scores in the processor's cache.
@@ -22,10 +22,10 @@ edges: those rows are zero padding, masked) cut into ``count`` overlapping windo
 >>> plan.block, plan.span  # one block of 10 queries: its own keys are all it can reach
 (10, 10)
 >>> plan = BandPlan(length=100, window=40, causal=False, sequences=1)
->>> plan.block, plan.span  # blocks of 40 queries, each against 120 keys
-(40, 120)
->>> [(g.start, g.stop) for g in plan.query_groups()]
-[(0, 100)]
+>>> plan.block, plan.reach, plan.span  # blocks of 32 queries, two blocks on each side
+(32, 2, 160)
+>>> [(g.start, g.stop) for g in plan.query_groups()]  # the first two blocks reach before 0
+[(0, 64), (64, 100)]
 """
 
 from __future__ import annotations
@@ -108,8 +108,8 @@ class BandPlan:
         one_block = self.block == length  # then the block is the whole sequence
         # Key blocks on each side that a query block's band touches: ceil(window / block).
         self.reach = 0 if one_block else -(-self.window // self.block)
-        blocks_ahead = 0 if causal else self.reach
-        self.span = (self.reach + 1 + blocks_ahead) * self.block
+        self.blocks_ahead = 0 if causal else self.reach
+        self.span = (self.reach + 1 + self.blocks_ahead) * self.block
         self.blocks_per_group = max(1, GROUP_SCORES // (sequences * self.block * self.span))
         offsets = (
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
@@ -119,11 +119,18 @@ class BandPlan:
         self.edges: dict[int, np.ndarray] = {}  # the tile masks of groups at the edges
 
     def query_groups(self) -> Iterator[QueryGroup]:
+        """Groups of up to ``blocks_per_group`` blocks. The blocks whose span reaches past an
+        end of the sequence are groups of their own, so that the key rows copied with zero
+        padding (``rows_outside``) are only theirs."""
         blocks = -(-self.length // self.block)
-        for first in range(0, blocks, self.blocks_per_group):
-            count = min(self.blocks_per_group, blocks - first)
-            start = first * self.block
-            yield QueryGroup(start, min(self.length, start + count * self.block), count, self.block)
+        front = min(blocks, self.reach)  # blocks whose span starts before key 0
+        back = max(front, self.length // self.block - self.blocks_ahead)  # … ends past L − 1
+        firsts = [0, *range(front, back, self.blocks_per_group), back, blocks]
+        for first, stop in zip(firsts, firsts[1:]):
+            if stop > first:
+                start = first * self.block
+                end = min(self.length, stop * self.block)
+                yield QueryGroup(start, end, stop - first, self.block)
 
     def key_tiles(self, group: QueryGroup) -> list[KeyTile]:
         start = group.start - self.reach * self.block

@@ -298,6 +298,14 @@ def _key_windows(x: torch.Tensor, tile) -> torch.Tensor:
     return rows.unfold(1, tile.span, tile.step).flatten(0, 1)
 
 
+def _as_blocks(x: torch.Tensor, group):
+    """``(S, stop − start, d)`` rows as a ``(S·count, size, d)`` view, for a product to write
+    into; None unless the rows fill the group's blocks and are contiguous."""
+    if x.shape[1] != group.count * group.size or not x.is_contiguous():
+        return None
+    return x.view(-1, group.size, x.shape[-1])
+
+
 def _drop_padding(x: torch.Tensor, group, sequences: int) -> torch.Tensor:
     """``(S·count, size, d)`` → ``(S, stop − start, d)``: the group's real query rows."""
     return x.unflatten(0, (sequences, group.count)).flatten(1, 2)[:, : group.stop - group.start]
@@ -343,60 +351,67 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
             tiles = plan.key_tiles(group)
             # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
             softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
-            online = _OnlineSoftmax(softmax_only)
+            rows = slice(group.start, group.stop)
+            online = _OnlineSoftmax(softmax_only, into=_as_blocks(out[seqs, rows], group))
             for tile in tiles:
                 k_windows = _key_windows(k[seqs], tile)
                 scores = _tile_scores(q_blocks, k_windows, biases(seqs, group, tile), scale, scratch)
                 online.fold(scores, _key_windows(v[seqs], tile).mT, scratch)
-            rows = slice(group.start, group.stop)
-            out[seqs, rows] = _drop_padding(online.output, group, q[seqs].shape[0])
+            output, group_logsumexp = online.result()
+            if output is not online.into:  # not written in place
+                out[seqs, rows] = _drop_padding(output, group, q[seqs].shape[0])
             if keep_logsumexp:
-                logsumexp[seqs, rows] = _drop_padding(online.logsumexp, group, q[seqs].shape[0])
+                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group, q[seqs].shape[0])
     return out, logsumexp
 
 
 class _OnlineSoftmax:
-    r"""The running state of a group of query rows, tile after tile: each row's normalised
-    output ``y / ℓ`` and log-sum-exp ``λ = log ℓ + m``.
+    r"""The running state of a group of query rows, tile after tile: each row's running
+    maximum ``m``, running sum ``ℓ`` and unnormalised output ``y``, the same update as
+    ``attnlib.numpy``'s:
 
-    The same update as ``attnlib.numpy``'s (``m``, ``ℓ``, ``y``), written with ``λ`` so that a
-    tile can use PyTorch's fused softmax:
+    .. math:: m_{\text{new}} = \max(m, \max_j s_j), \qquad
+              \ell \leftarrow e^{m - m_{\text{new}}}\,\ell + \textstyle\sum_j e^{s_j - m_{\text{new}}},
+              \qquad y \leftarrow e^{m - m_{\text{new}}}\,y + \textstyle\sum_j e^{s_j - m_{\text{new}}} v_j .
 
-    .. math:: \lambda_{\text{new}} = \log(e^{\lambda} + e^{\lambda_t}), \qquad
-              o_{\text{new}} = e^{\lambda - \lambda_{\text{new}}}\, o
-                              + e^{\lambda_t - \lambda_{\text{new}}}\, o_t ,
-
-    with ``o_t = softmax(s) V`` and ``λ_t = max s − log max softmax(s)`` for the tile (the
-    largest weight of a softmax is ``e^{max s − λ_t}``). With ``softmax_only`` (one tile, no
-    row without an allowed key, no log-sum-exp wanted: a band without gradients), a row's
-    output is just ``softmax(s) V``.
+    With ``softmax_only`` (one tile, no row without an allowed key, no log-sum-exp wanted: a
+    band without gradients) a row's output is just ``softmax(s) V``, written into ``into``
+    when it is given.
     """
 
-    def __init__(self, softmax_only: bool):
-        self.softmax_only = softmax_only
-        self.output, self.logsumexp = None, None
+    def __init__(self, softmax_only: bool, into: torch.Tensor | None = None):
+        self.softmax_only, self.into = softmax_only, into
+        self.maximum = self.total = self.output = None
 
     def fold(self, scores: torch.Tensor, v_windows: torch.Tensor, scratch: _Scratch) -> None:
-        """Fold one tile: its scores ``(M, size, span)`` (-inf where masked) and values
-        ``(M, span, d_v)``."""
-        weights = torch.softmax(scores, -1, out=scratch("weights", scores.shape))
+        """Fold one tile: its scores ``(M, size, span)`` (-inf where masked; overwritten) and
+        values ``(M, span, d_v)``."""
         if self.softmax_only:
-            self.output = weights @ v_windows
+            weights = torch.softmax(scores, -1, out=scratch("weights", scores.shape))
+            self.output = torch.bmm(weights, v_windows, out=self.into)
             return
-        tile_maximum = scores.amax(-1, keepdim=True)
-        empty = tile_maximum == -math.inf  # rows with no allowed key in this tile
-        tile_lse = tile_maximum - weights.amax(-1, keepdim=True).log()
-        tile_lse.masked_fill_(empty, -math.inf)
-        tile_out = (weights @ v_windows).masked_fill_(empty, 0.0)  # softmax gave NaN there
+        maximum = scores.amax(-1, keepdim=True)
+        if self.maximum is not None:
+            maximum = torch.maximum(self.maximum, maximum)
+        shift = _finite(maximum)  # rows with no allowed key so far: 0, so that e^-inf = 0
+        weights = scores.sub_(shift).exp_()
         if self.output is None:
-            self.output, self.logsumexp = tile_out, tile_lse
-            return
-        new_lse = torch.logaddexp(self.logsumexp, tile_lse)
-        shift = _finite(new_lse)
-        self.output = self.output * torch.exp(self.logsumexp - shift) + tile_out * torch.exp(
-            tile_lse - shift
-        )
-        self.logsumexp = new_lse
+            self.total, self.output = weights.sum(-1, keepdim=True), weights @ v_windows
+        else:
+            rescale = torch.exp(self.maximum - shift)
+            self.total.mul_(rescale).add_(weights.sum(-1, keepdim=True))
+            self.output.mul_(rescale).baddbmm_(weights, v_windows)
+        self.maximum = maximum
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Each row's output ``y / ℓ`` (zeros for a row with nothing to attend to: its ``y``
+        is 0) and log-sum-exp ``m + log ℓ`` (-inf for such a row); no log-sum-exp after
+        ``softmax_only``."""
+        if self.softmax_only:
+            return self.output, None
+        nothing = self.total == 0
+        output = self.output / self.total.masked_fill(nothing, 1.0)
+        return output, self.maximum + self.total.log()
 
 
 def _finite(x: torch.Tensor) -> torch.Tensor:
