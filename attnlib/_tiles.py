@@ -97,14 +97,14 @@ class FullPlan:
 
 
 class BandPlan:
-    """Blocks of ``B`` queries, each against the keys of its own and its neighbouring key
-    blocks: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal).
+    """Blocks of ``B`` queries, each against its own key block and the ``reach`` blocks on
+    either side: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal).
     ``sequences``: how many sequences the kernel scores at once (it sizes the groups)."""
 
     def __init__(self, length: int, window: int, causal: bool, sequences: int):
         self.length, self.causal = length, causal
-        self.window = min(window, length - 1)  # a longer window sees the whole sequence
-        self.block = min(length, BAND_BLOCK)
+        self.window = max(0, min(window, length - 1))  # a longer window sees everything
+        self.block = max(1, min(length, BAND_BLOCK))  # (1 for an empty sequence)
         one_block = self.block == length  # then the block is the whole sequence
         # Key blocks on each side that a query block's band touches: ceil(window / block).
         self.reach = 0 if one_block else -(-self.window // self.block)

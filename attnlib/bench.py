@@ -52,6 +52,7 @@ FULL = {
     "tiled_memory_length": 32768,
     "encoder": (8, 512, 256),  # B, L, d
     "repeats": 10,
+    "least_seconds": 0.2,  # the shortest measurement of the band table
 }
 QUICK = {
     "dense_length": 256,
@@ -60,6 +61,7 @@ QUICK = {
     "tiled_memory_length": 2048,
     "encoder": (2, 64, 64),
     "repeats": 3,
+    "least_seconds": 0.0,
 }
 WINDOW, BAND_HEADS, HEAD_DIM, DENSE_HEADS = 64, 4, 64, 8
 MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 1024 matrices
@@ -68,17 +70,22 @@ MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 102
 # --------------------------------------------------------------------------- timing
 
 
-def seconds_of(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall time of one call of ``fn()``, waiting for the GPU where there is one."""
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
+def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.0) -> float:
+    """Wall time of one call of ``fn()``, waiting for the GPU where there is one: the median of
+    as many back-to-back calls as last ``least`` seconds (one call when it takes longer)."""
+    first = time.perf_counter()
+    calls = []
+    while not calls or time.perf_counter() - first < least:
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        calls.append(time.perf_counter() - start)
+    return statistics.median(calls)
 
 
 def median_seconds(
-    candidates: dict, repeats: int, device: torch.device, pause: float = 0.05
+    candidates: dict, repeats: int, device: torch.device, pause: float = 0.05, least: float = 0.0
 ) -> dict[str, float]:
     """Median time of each candidate, timed in interleaved rounds after one warm-up round.
 
@@ -86,12 +93,14 @@ def median_seconds(
     moments of a busy machine, which keeps the ratios steady even when the times are not.
     After each call the timer waits ``pause`` seconds (not counted): NumPy's BLAS threads keep
     spinning for a moment after a call, and on a 2-core machine they would slow down
-    whichever candidate runs next.
+    whichever candidate runs next. With ``least`` > 0 each measurement repeats the call back
+    to back for at least that long (``seconds_of``), so that a short call is not timed once,
+    cold, just after a long one.
     """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + 1):
         for name, fn in candidates.items():
-            elapsed = seconds_of(fn, device)
+            elapsed = seconds_of(fn, device, least)
             time.sleep(pause)
             if round_number:  # round 0 is the warm-up
                 times[name].append(elapsed)
@@ -282,12 +291,14 @@ def fitted_exponent(lengths, seconds) -> float:
     return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
 
-def band_table(lengths, repeats: int, device: torch.device) -> list[str]:
-    """Truncated vs dense-with-window-mask attention over ``lengths``."""
+def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
+    """Truncated vs dense-with-window-mask attention over ``lengths``; each measurement lasts
+    at least ``least`` seconds (a dense call at the longer lengths takes seconds, a truncated
+    call milliseconds: timed once, just after a dense call, it would be timed cold)."""
     lines = [
         f"Truncated vs dense attention: B=1, H={BAND_HEADS}, d={HEAD_DIM}, "
         f"window {WINDOW}, float32",
-        f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up':>10}"
+        f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up':>10}{'of bound':>10}"
         f"{'dense MiB':>11}{'trunc. MiB':>12}{'trunc. / one L×L':>18}",
     ]
     measured = {"dense": ([], []), "truncated": ([], [])}
@@ -295,21 +306,28 @@ def band_table(lengths, repeats: int, device: torch.device) -> list[str]:
         kinds = ["truncated"] + (["dense"] if dense_fits(length, device) else [])
         calls = {kind: band_call(kind, length, device) for kind in kinds}
         long_run = length >= 16384  # one round is enough for calls of seconds
-        times = median_seconds(calls, 1 if long_run else repeats, device)
+        times = median_seconds(calls, 1 if long_run else repeats, device, least=least)
         peaks = {kind: peak_bytes(kind, length, device) for kind in kinds}
         for kind in kinds:
             measured[kind][0].append(length)
             measured[kind][1].append(times[kind])
         one_matrix = length * length * 4
         dense_ms = f"{times['dense'] * 1e3:>11.1f}" if "dense" in times else f"{'(skipped)':>11}"
-        speed_up = (
-            f"{times['dense'] / times['truncated']:>9.1f}×" if "dense" in times else f"{'':>10}"
-        )
+        speed_up, of_bound = f"{'':>10}", f"{'':>10}"
+        if "dense" in times:
+            ratio = times["dense"] / times["truncated"]
+            bound = length / (2 * WINDOW + 1)  # the share of scores the band computes
+            speed_up, of_bound = f"{ratio:>9.1f}×", f"{ratio / bound:>10.0%}"
         dense_mib = f"{peaks['dense'] / 2**20:>11.0f}" if "dense" in peaks else f"{'':>11}"
         lines.append(
-            f"  {length:>6}{dense_ms}{times['truncated'] * 1e3:>14.1f}{speed_up}{dense_mib}"
+            f"  {length:>6}{dense_ms}{times['truncated'] * 1e3:>14.1f}{speed_up}{of_bound}"
+            f"{dense_mib}"
             f"{peaks['truncated'] / 2**20:>12.1f}{peaks['truncated'] / one_matrix:>18.1%}"
         )
+    lines.append(
+        f"  of bound: the speed-up as a share of L/(2·{WINDOW}+1), the ratio of the scores each "
+        "computes"
+    )
     for kind in ("truncated", "dense"):
         lengths_seen, seconds = measured[kind]
         if len(lengths_seen) >= 2:
@@ -428,7 +446,8 @@ def main(argv: list[str] | None = None) -> None:
         f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs"
     )
     print("\n".join(dense_table(sizes["dense_length"], sizes["repeats"], device)))
-    print("\n".join(band_table(sizes["band_lengths"], sizes["repeats"], device)))
+    band = band_table(sizes["band_lengths"], sizes["repeats"], device, sizes["least_seconds"])
+    print("\n".join(band))
     tiled = tiled_table(
         sizes["tiled_length"], sizes["tiled_memory_length"], sizes["repeats"], device
     )

@@ -222,8 +222,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
 
     The result equals ``attention(q, k, v, mask=window_mask(L, window))[0]`` (with
     ``& causal_mask(L)`` if ``causal``), but no ``L × L`` array is ever built: it is
-    ``tiled_attention``'s kernel visiting only the tiles that touch the band (blocks of about
-    ``window`` queries, each against its own and its neighbouring key blocks).
+    ``tiled_attention``'s kernel visiting only the tiles that touch the band (blocks of 32
+    queries, each against its own key block and the ``⌈window / 32⌉`` blocks on either side).
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 

@@ -265,7 +265,8 @@ def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
 def _sequences(batch, *tensors) -> list[torch.Tensor]:
     """``(..., L, d)`` tensors as ``(N, L, d)``: the common batch shape flattened, so that
     every product of the kernel is one ``torch.bmm`` (a view when the layout allows it)."""
-    return [x.expand(*batch, *x.shape[-2:]).reshape(-1, *x.shape[-2:]) for x in tensors]
+    count = math.prod(batch)
+    return [x.expand(*batch, *x.shape[-2:]).reshape(count, *x.shape[-2:]) for x in tensors]
 
 
 def _sequence_slices(plan, count: int) -> list[slice]:
@@ -354,8 +355,8 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
             rows = slice(group.start, group.stop)
             online = _OnlineSoftmax(softmax_only, into=_as_blocks(out[seqs, rows], group))
             for tile in tiles:
-                k_windows = _key_windows(k[seqs], tile)
-                scores = _tile_scores(q_blocks, k_windows, biases(seqs, group, tile), scale, scratch)
+                bias, k_windows = biases(seqs, group, tile), _key_windows(k[seqs], tile)
+                scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
                 online.fold(scores, _key_windows(v[seqs], tile).mT, scratch)
             output, group_logsumexp = online.result()
             if output is not online.into:  # not written in place
@@ -370,9 +371,11 @@ class _OnlineSoftmax:
     maximum ``m``, running sum ``ℓ`` and unnormalised output ``y``, the same update as
     ``attnlib.numpy``'s:
 
-    .. math:: m_{\text{new}} = \max(m, \max_j s_j), \qquad
-              \ell \leftarrow e^{m - m_{\text{new}}}\,\ell + \textstyle\sum_j e^{s_j - m_{\text{new}}},
-              \qquad y \leftarrow e^{m - m_{\text{new}}}\,y + \textstyle\sum_j e^{s_j - m_{\text{new}}} v_j .
+    .. math:: m' = \max(m, \max_j s_j), \quad
+              \ell \leftarrow e^{m - m'}\,\ell + \textstyle\sum_j e^{s_j - m'}, \quad
+              y \leftarrow e^{m - m'}\,y + \textstyle\sum_j e^{s_j - m'}\, v_j ,
+
+    and at the end ``output = y / ℓ``.
 
     With ``softmax_only`` (one tile, no row without an allowed key, no log-sum-exp wanted: a
     band without gradients) a row's output is just ``softmax(s) V``, written into ``into``
@@ -488,7 +491,8 @@ def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
             grad_q_blocks = torch.zeros_like(q_blocks)
             for tile in plan.key_tiles(group):
                 k_windows, v_windows = _key_windows(k[seqs], tile), _key_windows(v[seqs], tile)
-                scores = _tile_scores(q_blocks, k_windows, biases(seqs, group, tile), scale, scratch)
+                bias = biases(seqs, group, tile)
+                scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
                 weights = scores.sub_(shift).exp_()
                 grad_scores = (d_out @ v_windows).sub_(row_delta).mul_(weights)
                 grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
@@ -529,8 +533,9 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
 
     Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
     ``L × L`` matrix: it is ``tiled_attention``'s kernel visiting only the tiles that touch the
-    band (blocks of about ``window`` queries, each against its own and its neighbouring key
-    blocks), with the same backward pass that recomputes the tiles.
+    band (blocks of 32 queries, each against its own key block and the ``⌈window / 32⌉``
+    blocks on either side), with the same backward pass that recomputes the tiles. One
+    sequence at a time, so that the overlapping key windows stay views of its rows.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from attnlib import _tiles
 from attnlib import numpy as anp
 from attnlib import torch as atorch
+from attnlib.torch import _key_windows
 
 LENGTHS = [1, 2, 7, 32, 33, 64, 100, 257]
 WINDOWS = [0, 1, 2, 5, 31, 32, 64, 300]
@@ -68,16 +70,49 @@ def test_window_convention_is_inclusive():
     np.testing.assert_allclose(out[:, 0], expected)
 
 
-def test_gradients_match_dense():
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 37, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    mask = atorch.window_mask(37, 3) & atorch.causal_mask(37)
-    dense = torch.autograd.grad(atorch.attention(q, k, v, mask)[0].sum(), (q, k, v))
-    banded = torch.autograd.grad(
-        atorch.truncated_attention(q, k, v, 3, causal=True).sum(), (q, k, v)
-    )
-    for a, b in zip(dense, banded):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+@pytest.mark.parametrize(
+    "length, window", [(37, 3), (70, 40), (200, 100), (65, 64)], ids=["w3", "w40", "w100", "w64"]
+)
+@pytest.mark.parametrize("causal", [False, True], ids=["both-sided", "causal"])
+def test_gradients_match_dense(length, window, causal):
+    """Gradients for q, k and v, with k shared by the heads and v by the batch (broadcast
+    axes), equal dense attention's, for windows that reach 1, 2 and 4 blocks to each side."""
+    torch.manual_seed(length + window)
+    q = torch.randn(2, 3, length, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 1, length, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 3, length, 5, dtype=torch.float64, requires_grad=True)
+    upstream = torch.randn(2, 3, length, 5, dtype=torch.float64)
+    mask = atorch.window_mask(length, window)
+    if causal:
+        mask &= atorch.causal_mask(length)
+    dense_out = atorch.attention(q, k, v, mask)[0]
+    band_out = atorch.truncated_attention(q, k, v, window, causal=causal)
+    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
+    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
+    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
+    for name, a, b in zip("qkv", dense, banded):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize("window, causal", [(64, False), (100, False), (64, True), (5, True)])
+@pytest.mark.parametrize("length", [5000, 4992])
+def test_band_plan_copies_only_the_blocks_at_the_ends(length, window, causal):
+    """Every group's key windows are a view of the sequence's rows, except the groups of the
+    blocks whose span reaches past an end (at most ``reach + 1`` blocks at each end): only
+    their rows are copied, with the zero padding."""
+    plan = _tiles.BandPlan(length, window, causal, sequences=1)
+    k = torch.randn(1, length, 8)
+    padded_blocks = 0
+    for group in plan.query_groups():
+        tile = plan.key_tiles(group)[0]
+        windows = _key_windows(k, tile)
+        is_view = windows.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
+        assert is_view == (_tiles.rows_outside(tile, length) == (0, 0))
+        padded_blocks += 0 if is_view else group.count
+    assert 0 < padded_blocks <= 2 * plan.reach + 1
+    assert plan.span == (plan.reach + 1 + (0 if causal else plan.reach)) * plan.block
+    if window % plan.block == 0 and not causal:
+        assert plan.span == plan.block + 2 * window  # no key outside the band but the corners
 
 
 def test_numpy_memory_is_linear_in_length():
