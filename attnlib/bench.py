@@ -12,6 +12,7 @@ Four tables:
    kernel's rate as a fraction of the float32 matrix-product rate.
 2. **Truncated vs dense** (H=4, d=64, window 64, L = 4096 … 32768): time of
    ``truncated_attention`` against ``F.scaled_dot_product_attention`` with a window mask, the
+   speed-up as a share of its bound ``L/(2w+1)`` (the ratio of the scores each computes), the
    exponent of time against L fitted over the lengths, and the peak memory of each call,
    measured in a fresh process (CPU: growth of the resident set; CUDA: the allocator's peak).
 3. **Tiled exact attention** (``tiled_attention``, the FlashAttention algorithm): its time
@@ -453,7 +454,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("\n".join(tiled))
     print("\n".join(encoder_table(*sizes["encoder"], sizes["repeats"], device)))
-    print("Times: medians of interleaved rounds. Memory: one call in a fresh process.")
+    print(
+        "Times: medians of interleaved rounds (truncated vs dense: each measurement the median of "
+        f"back-to-back calls lasting {sizes['least_seconds']} s or more). "
+        "Memory: one call in a fresh process."
+    )
 
 
 if __name__ == "__main__":

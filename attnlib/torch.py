@@ -347,22 +347,23 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
     logsumexp = q.new_empty(*q.shape[:-1], 1) if keep_logsumexp else None
     biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
     for seqs in _sequence_slices(plan, q.shape[0]):
+        q_s, k_s, v_s, out_s = q[seqs], k[seqs], v[seqs], out[seqs]
         for group in plan.query_groups():
-            q_blocks = _query_blocks(q[seqs], group)
+            q_blocks = _query_blocks(q_s, group)
             tiles = plan.key_tiles(group)
             # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
             softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
             rows = slice(group.start, group.stop)
-            online = _OnlineSoftmax(softmax_only, into=_as_blocks(out[seqs, rows], group))
+            online = _OnlineSoftmax(softmax_only, into=_as_blocks(out_s[:, rows], group))
             for tile in tiles:
-                bias, k_windows = biases(seqs, group, tile), _key_windows(k[seqs], tile)
+                bias, k_windows = biases(seqs, group, tile), _key_windows(k_s, tile)
                 scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
-                online.fold(scores, _key_windows(v[seqs], tile).mT, scratch)
+                online.fold(scores, _key_windows(v_s, tile).mT, scratch)
             output, group_logsumexp = online.result()
             if output is not online.into:  # not written in place
-                out[seqs, rows] = _drop_padding(output, group, q[seqs].shape[0])
+                out_s[:, rows] = _drop_padding(output, group, len(q_s))
             if keep_logsumexp:
-                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group, q[seqs].shape[0])
+                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group, len(q_s))
     return out, logsumexp
 
 
@@ -483,24 +484,23 @@ def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
     delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
     biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
     for seqs in _sequence_slices(plan, q.shape[0]):
+        q_s, k_s, v_s, grad_k_s, grad_v_s = q[seqs], k[seqs], v[seqs], grad_k[seqs], grad_v[seqs]
         for group in plan.query_groups():
-            q_blocks = _query_blocks(q[seqs], group)
+            q_blocks = _query_blocks(q_s, group)
             d_out = _query_blocks(grad_out[seqs], group)
             shift = _finite(_query_blocks(logsumexp[seqs], group))  # nothing to attend to
             row_delta = _query_blocks(delta[seqs], group)
             grad_q_blocks = torch.zeros_like(q_blocks)
             for tile in plan.key_tiles(group):
-                k_windows, v_windows = _key_windows(k[seqs], tile), _key_windows(v[seqs], tile)
+                k_windows, v_windows = _key_windows(k_s, tile), _key_windows(v_s, tile)
                 bias = biases(seqs, group, tile)
                 scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
                 weights = scores.sub_(shift).exp_()
                 grad_scores = (d_out @ v_windows).sub_(row_delta).mul_(weights)
                 grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
-                _add_to_keys(grad_v[seqs], tile, weights.mT @ d_out, before)
-                _add_to_keys(grad_k[seqs], tile, grad_scores.mT @ q_blocks, before)
-            grad_q[seqs, group.start : group.stop] = _drop_padding(
-                grad_q_blocks, group, q[seqs].shape[0]
-            )
+                _add_to_keys(grad_v_s, tile, weights.mT @ d_out, before)
+                _add_to_keys(grad_k_s, tile, grad_scores.mT @ q_blocks, before)
+            grad_q[seqs, group.start : group.stop] = _drop_padding(grad_q_blocks, group, len(q_s))
     length = k.shape[-2]
     return (
         grad_q * scale,
