@@ -53,7 +53,7 @@ FULL = {
     "tiled_memory_length": 32768,
     "encoder": (8, 512, 256),  # B, L, d
     "repeats": 10,
-    "least_seconds": 0.2,  # the shortest measurement of the band table
+    "least_seconds": 0.2,  # the shortest measurement (``median_seconds``)
 }
 QUICK = {
     "dense_length": 256,
@@ -95,8 +95,9 @@ def median_seconds(
     After each call the timer waits ``pause`` seconds (not counted): NumPy's BLAS threads keep
     spinning for a moment after a call, and on a 2-core machine they would slow down
     whichever candidate runs next. With ``least`` > 0 each measurement repeats the call back
-    to back for at least that long (``seconds_of``), so that a short call is not timed once,
-    cold, just after a long one.
+    to back for at least that long and keeps the median call (``seconds_of``): on a virtual
+    machine the first call after a pause can take milliseconds longer (the processors wake
+    up), which would swamp a short call.
     """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + 1):
@@ -122,7 +123,7 @@ def unfused_reference(q, k, v):
     return weights @ v, weights
 
 
-def dense_table(length: int, repeats: int, device: torch.device) -> list[str]:
+def dense_table(length: int, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
     """Dense attention at B=1, H=8: each implementation against its reference."""
     q, k, v = random_qkv((1, DENSE_HEADS, length, HEAD_DIM), device)
     q_np, k_np, v_np = (t.cpu().numpy() for t in (q, k, v))
@@ -145,7 +146,10 @@ def dense_table(length: int, repeats: int, device: torch.device) -> list[str]:
     ]
     times = {}
     for group in groups:
-        times.update(median_seconds(group, repeats, device))
+        # NumPy one call at a time, after the pause: back to back, the BLAS threads still
+        # spinning from one call would slow the next one's single-threaded parts.
+        group_least = 0.0 if "numpy" in group else least
+        times.update(median_seconds(group, repeats, device, least=group_least))
     flops = 4 * DENSE_HEADS * length * length * HEAD_DIM
     rows = [
         (
@@ -293,9 +297,7 @@ def fitted_exponent(lengths, seconds) -> float:
 
 
 def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
-    """Truncated vs dense-with-window-mask attention over ``lengths``; each measurement lasts
-    at least ``least`` seconds (a dense call at the longer lengths takes seconds, a truncated
-    call milliseconds: timed once, just after a dense call, it would be timed cold)."""
+    """Truncated vs dense-with-window-mask attention over ``lengths``."""
     lines = [
         f"Truncated vs dense attention: B=1, H={BAND_HEADS}, d={HEAD_DIM}, "
         f"window {WINDOW}, float32",
@@ -342,14 +344,16 @@ def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) 
 # --------------------------------------------------------------------------- tiled attention
 
 
-def tiled_table(length: int, memory_length: int, repeats: int, device: torch.device) -> list[str]:
+def tiled_table(
+    length: int, memory_length: int, repeats: int, device: torch.device, least: float = 0.0
+) -> list[str]:
     """Tiled exact attention: time against the fused kernel, peak memory against L²."""
     q, k, v = random_qkv((1, BAND_HEADS, length, HEAD_DIM), device)
     calls = {
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
         "tiled": lambda: attn_torch.tiled_attention(q, k, v),
     }
-    times = median_seconds(calls, max(1, repeats // 3), device)
+    times = median_seconds(calls, max(1, repeats // 3), device, least=least)
     ratio = times["tiled"] / times["sdpa"]
     block = attn_torch.tiled_attention.__kwdefaults__["block_q"]
     lines = [
@@ -373,7 +377,9 @@ def tiled_table(length: int, memory_length: int, repeats: int, device: torch.dev
 # --------------------------------------------------------------------------- encoder block
 
 
-def encoder_table(batch: int, length: int, d_model: int, repeats: int, device) -> list[str]:
+def encoder_table(
+    batch: int, length: int, d_model: int, repeats: int, device, least: float = 0.0
+) -> list[str]:
     """attnlib's encoder block against ``nn.TransformerEncoderLayer``, same weights."""
     torch.manual_seed(0)
     heads, d_ff = 8 if d_model >= 64 else 2, 4 * d_model
@@ -415,7 +421,7 @@ def encoder_table(batch: int, length: int, d_model: int, repeats: int, device) -
         f"weights, B={batch}, L={length}, d={d_model}, {heads} heads, d_ff={d_ff}, float32"
     ]
     for name, calls in groups.items():
-        times = median_seconds(calls, repeats, device)
+        times = median_seconds(calls, repeats, device, least=least)
         lines.append(
             f"  {name:<26} attnlib {times['attnlib'] * 1e3:8.1f} ms, torch "
             f"{times['torch'] * 1e3:8.1f} ms, ratio {times['attnlib'] / times['torch']:.2f} "
@@ -446,18 +452,15 @@ def main(argv: list[str] | None = None) -> None:
         f"attnlib.bench: device={device}, torch {torch.__version__}, numpy {np.__version__}, "
         f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs"
     )
-    print("\n".join(dense_table(sizes["dense_length"], sizes["repeats"], device)))
-    band = band_table(sizes["band_lengths"], sizes["repeats"], device, sizes["least_seconds"])
-    print("\n".join(band))
-    tiled = tiled_table(
-        sizes["tiled_length"], sizes["tiled_memory_length"], sizes["repeats"], device
-    )
-    print("\n".join(tiled))
-    print("\n".join(encoder_table(*sizes["encoder"], sizes["repeats"], device)))
+    repeats, least = sizes["repeats"], sizes["least_seconds"]
+    print("\n".join(dense_table(sizes["dense_length"], repeats, device, least)))
+    print("\n".join(band_table(sizes["band_lengths"], repeats, device, least)))
+    lengths = sizes["tiled_length"], sizes["tiled_memory_length"]
+    print("\n".join(tiled_table(*lengths, repeats, device, least)))
+    print("\n".join(encoder_table(*sizes["encoder"], repeats, device, least)))
     print(
-        "Times: medians of interleaved rounds (truncated vs dense: each measurement the median of "
-        f"back-to-back calls lasting {sizes['least_seconds']} s or more). "
-        "Memory: one call in a fresh process."
+        "Times: medians of interleaved rounds, each measurement the median of back-to-back calls "
+        f"lasting {least} s or more. Memory: one call in a fresh process."
     )
 
 
