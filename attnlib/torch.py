@@ -313,9 +313,9 @@ def _drop_padding(x: torch.Tensor, group, sequences: int) -> torch.Tensor:
 
 
 class _Scratch:
-    """Memory for a kernel's tile-sized temporaries, allocated once and reused by every tile.
-    (Fresh blocks of a few MiB cost page faults each time: the C library hands them back to
-    the system when they are freed. Reused, they also stay in the processor's cache.)"""
+    """Memory for a kernel's tile-sized temporaries, allocated once and reused by every tile,
+    so that it stays in the processor's cache (``tiled_attention`` at L = 8192 ran a few per
+    cent faster than with fresh tensors for every tile)."""
 
     def __init__(self, like: torch.Tensor):
         self.like, self.buffers = like, {}
