@@ -35,14 +35,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-#: ``tiled_attention``'s default block sizes (queries and keys per tile): measured on a 2-core
-#: CPU at L = 8192 (``python -m attnlib.bench``), larger blocks were no faster.
+#: ``tiled_attention``'s default block sizes (queries and keys per tile), timed at L = 8192 on
+#: two 2-core CPUs: larger blocks were no faster on one (AVX2), at most 9% faster on the other
+#: (AVX-512: 256 queries × 512 keys).
 DEFAULT_BLOCK = 256
 #: Queries per block of a band plan: small, so that little of a block's span lies outside the
 #: band (the span is ``2·reach + 1`` blocks), large enough for efficient matrix products.
 BAND_BLOCK = 32
 #: Scores a group of band tiles may hold at once, summed over the sequences scored together
-#: (float32: 2 MiB), so that a group's temporaries stay in the processor's cache.
+#: (float32: 2 MiB): groups of 2**18 … 2**20 scores ran about equally fast, smaller ones slower
+#: (more Python per score), and a group's temporaries still fit in the processor's caches.
 GROUP_SCORES = 2**19
 
 
