@@ -307,9 +307,9 @@ def _as_blocks(x: torch.Tensor, group):
     return x.view(-1, group.size, x.shape[-1])
 
 
-def _drop_padding(x: torch.Tensor, group, sequences: int) -> torch.Tensor:
+def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
     """``(S·count, size, d)`` → ``(S, stop − start, d)``: the group's real query rows."""
-    return x.unflatten(0, (sequences, group.count)).flatten(1, 2)[:, : group.stop - group.start]
+    return x.unflatten(0, (-1, group.count)).flatten(1, 2)[:, : group.stop - group.start]
 
 
 class _Scratch:
@@ -361,9 +361,9 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
                 online.fold(scores, _key_windows(v_s, tile).mT, scratch)
             output, group_logsumexp = online.result()
             if output is not online.into:  # not written in place
-                out_s[:, rows] = _drop_padding(output, group, len(q_s))
+                out_s[:, rows] = _drop_padding(output, group)
             if keep_logsumexp:
-                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group, len(q_s))
+                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group)
     return out, logsumexp
 
 
@@ -500,7 +500,7 @@ def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
                 grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
                 _add_to_keys(grad_v_s, tile, weights.mT @ d_out, before)
                 _add_to_keys(grad_k_s, tile, grad_scores.mT @ q_blocks, before)
-            grad_q[seqs, group.start : group.stop] = _drop_padding(grad_q_blocks, group, len(q_s))
+            grad_q[seqs, group.start : group.stop] = _drop_padding(grad_q_blocks, group)
     length = k.shape[-2]
     return (
         grad_q * scale,
