@@ -17,7 +17,10 @@ Conventions, kept by every function in both backends:
   its ``key_padding_mask``: True there means *ignore*.)
 * **A query with nothing to attend to** gets zero weights and a zero output, never NaN.
 * **Bad input** raises ``ValueError`` or ``TypeError`` with a message that names the
-  argument, the shape it got and the shape it needed.
+  argument, the shape it got and the shape it needed. Each public call checks its input once.
+  NaN and infinite values are found in NumPy arrays and CPU tensors; tensors on a GPU are not
+  scanned for them, because reading the answer back would make the computer wait for the GPU
+  on every call (there a NaN in the input gives NaN in the output, as in PyTorch's layers).
 
 The other modules: ``attnlib.plot`` (figures), ``attnlib.data`` (small synthetic data made in
 code, nothing is downloaded) and ``attnlib.exercises`` (the answer checkers of the lessons).

@@ -30,15 +30,28 @@ edges: those rows are zero padding, masked) cut into ``count`` overlapping windo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 
-#: ``tiled_attention``'s default block sizes (queries and keys per tile), timed at L = 8192 on
-#: two 2-core CPUs: larger blocks were no faster on one (AVX2), at most 9% faster on the other
-#: (AVX-512: 256 queries × 512 keys).
+#: ``tiled_attention``'s default block sizes on the CPU (queries and keys per tile), timed at
+#: L = 8192 on two 2-core CPUs: larger blocks were no faster on one (AVX2), at most 9% faster
+#: on the other (AVX-512: 256 queries × 512 keys).
 DEFAULT_BLOCK = 256
+#: On a GPU every operation costs a launch of several microseconds, however small it is, so
+#: the tiles are large: ``GPU_BLOCK_K`` keys, and as many queries as keep a tile's scores
+#: (summed over the sequences) within ``GPU_TILE_SCORES`` (64 MiB in float32). Timed on an
+#: H100 at L = 8192 with 4 heads: blocks of 256 × 256 took 239 ms, 4096 × 1024 took 5.7 ms
+#: (PyTorch's fused kernel: 2.6 ms).
+GPU_BLOCK_K = 1024
+GPU_TILE_SCORES = 2**24
+#: A band plan's groups on a GPU, where all sequences are scored at once and each group's key
+#: and value windows are copies (with d = 64, four numbers per score). On an H100 at
+#: L = 32768 with 4 heads: groups of 2**21, 2**22, 2**23 and 2**24 scores took 3.1, 2.4, 1.9
+#: and 1.6 ms, and held 90, 147, 262 and 467 MiB.
+GPU_BAND_GROUP_SCORES = 2**22
 #: Queries per block of a band plan: small, so that little of a block's span lies outside the
 #: band (the span is ``2·reach + 1`` blocks), large enough for efficient matrix products.
 BAND_BLOCK = 32
@@ -46,6 +59,19 @@ BAND_BLOCK = 32
 #: (float32: 2 MiB): groups of 2**18 … 2**20 scores ran about equally fast, smaller ones slower
 #: (more Python per score), and a group's temporaries still fit in the processor's caches.
 GROUP_SCORES = 2**19
+
+
+def default_blocks(length_q: int, sequences: int, on_cpu: bool) -> tuple[int, int]:
+    """``tiled_attention``'s ``(block_q, block_k)`` when none are given: 256 × 256 on the CPU;
+    on a GPU 1024 keys and as many queries as fit in ``GPU_TILE_SCORES`` scores.
+
+    >>> default_blocks(8192, sequences=4, on_cpu=False)
+    (4096, 1024)
+    """
+    if on_cpu:
+        return DEFAULT_BLOCK, DEFAULT_BLOCK
+    block_q = GPU_TILE_SCORES // (max(1, sequences) * GPU_BLOCK_K)
+    return max(1, min(length_q, block_q)), GPU_BLOCK_K
 
 
 class QueryGroup(NamedTuple):
@@ -98,13 +124,25 @@ class FullPlan:
         return mask[..., None, group.start : group.stop, tile.start : tile.stop]
 
 
+@functools.lru_cache(maxsize=32)
+def band_plan(
+    length: int, window: int, causal: bool, sequences: int, group_scores: int = GROUP_SCORES
+) -> BandPlan:
+    """A ``BandPlan``, the same object for the same arguments: what a backend makes of its tile
+    masks (biases on a GPU, say) is then made once, not on every call."""
+    return BandPlan(length, window, causal, sequences, group_scores)
+
+
 class BandPlan:
     """Blocks of ``B`` queries, each against its own key block and the ``reach`` blocks on
     either side: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal).
-    ``sequences``: how many sequences the kernel scores at once (it sizes the groups)."""
+    ``sequences``: how many sequences the kernel scores at once; with ``group_scores`` it
+    sizes the groups."""
 
-    def __init__(self, length: int, window: int, causal: bool, sequences: int):
-        self.length, self.causal = length, causal
+    def __init__(
+        self, length: int, window: int, causal: bool, sequences: int, group_scores=GROUP_SCORES
+    ):
+        self.length, self.causal, self.sequences = length, causal, sequences
         self.window = max(0, min(window, length - 1))  # a longer window sees everything
         self.block = max(1, min(length, BAND_BLOCK))  # (1 for an empty sequence)
         one_block = self.block == length  # then the block is the whole sequence
@@ -112,13 +150,14 @@ class BandPlan:
         self.reach = 0 if one_block else -(-self.window // self.block)
         self.blocks_ahead = 0 if causal else self.reach
         self.span = (self.reach + 1 + self.blocks_ahead) * self.block
-        self.blocks_per_group = max(1, GROUP_SCORES // (sequences * self.block * self.span))
+        self.blocks_per_group = max(1, group_scores // (sequences * self.block * self.span))
         offsets = (
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
         )
         allowed = np.abs(offsets) <= self.window  # offsets: j − i, query row × key column
         self.band = allowed & (offsets <= 0) if causal else allowed
         self.edges: dict[int, np.ndarray] = {}  # the tile masks of groups at the edges
+        self.converted: dict = {}  # a backend's own form of those masks, by its own key
 
     def query_groups(self) -> Iterator[QueryGroup]:
         """Groups of up to ``blocks_per_group`` blocks. The blocks whose span reaches past an

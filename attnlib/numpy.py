@@ -186,9 +186,7 @@ def _attention(q, k, v, mask, scale, need_weights):
     return weights @ v, (weights if need_weights else None)
 
 
-def tiled_attention(
-    q, k, v, mask=None, scale=None, *, block_q=_tiles.DEFAULT_BLOCK, block_k=_tiles.DEFAULT_BLOCK
-) -> np.ndarray:
+def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None) -> np.ndarray:
     r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
     FlashAttention algorithm (Dao et al., 2022), with the online softmax.
 
@@ -200,6 +198,7 @@ def tiled_attention(
     Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
     maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y``. The result equals
     ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10); a fully masked row gives zeros.
+    The blocks are 256 × 256 unless given.
 
     Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``,
     ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
@@ -212,7 +211,9 @@ def tiled_attention(
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_tiled("tiled_attention", q, k, v, mask, block_q, block_k)
-    plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
+    plan = _tiles.FullPlan(
+        q.shape[-2], k.shape[-2], block_q or _tiles.DEFAULT_BLOCK, block_k or _tiles.DEFAULT_BLOCK
+    )
     return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
 
 
@@ -235,7 +236,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    plan = _tiles.BandPlan(q.shape[-2], window, causal, sequences=math.prod(batch))
+    plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=math.prod(batch))
     return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
 
 

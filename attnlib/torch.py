@@ -218,9 +218,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     return output
 
 
-def tiled_attention(
-    q, k, v, mask=None, scale=None, *, block_q=_tiles.DEFAULT_BLOCK, block_k=_tiles.DEFAULT_BLOCK
-):
+def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None):
     r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
     FlashAttention algorithm (Dao et al., 2022), in PyTorch operations.
 
@@ -231,6 +229,9 @@ def tiled_attention(
 
     Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
     maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y`` (the online softmax).
+    By default the blocks are 256 × 256 on the CPU; on a GPU they are larger (1024 keys, and as
+    many queries as keep a tile within 2**24 scores), because there every operation costs a
+    launch of several microseconds however small it is (``attnlib._tiles.default_blocks``).
     The result equals ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10), fully masked
     rows included (zeros). The backward pass recomputes the tiles instead of storing the
     weights, so training memory is linear in the length too.
@@ -246,8 +247,17 @@ def tiled_attention(
     fn = "tiled_attention"
     _require_tensors(fn, q=q, k=k, v=v, mask=mask)
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
+    if block_q is None or block_k is None:
+        sequences = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+        default_q, default_k = _tiles.default_blocks(q.shape[-2], sequences, _on_cpu(q))
+        block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
     return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
+
+
+def _on_cpu(x: torch.Tensor) -> bool:
+    """True for a tensor in the computer's main memory, False on a GPU."""
+    return x.device.type == "cpu"
 
 
 def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
@@ -270,12 +280,12 @@ def _sequences(batch, *tensors) -> list[torch.Tensor]:
 
 
 def _sequence_slices(plan, count: int) -> list[slice]:
-    """The sequences the kernel takes at once: all of them, except under a band plan. A band
-    tile's overlapping key windows are a view of one sequence's rows only; for several
-    sequences at once ``torch.bmm`` would need them copied."""
-    if isinstance(plan, _tiles.BandPlan):
-        return [slice(n, n + 1) for n in range(count)]
-    return [slice(None)]
+    """The sequences the kernel takes at once: all of them, unless a band plan says how many
+    (on the CPU one: a band tile's overlapping key windows are a view of one sequence's rows
+    only, and for several sequences at once ``torch.bmm`` would need them copied)."""
+    if not isinstance(plan, _tiles.BandPlan):
+        return [slice(None)]
+    return [slice(n, n + plan.sequences) for n in range(0, count, max(1, plan.sequences))]
 
 
 def _query_blocks(x: torch.Tensor, group) -> torch.Tensor:
@@ -429,19 +439,25 @@ class _TileBiases:
     ``torch.baddbmm`` to add while it multiplies. The band plan's patterns are converted once."""
 
     def __init__(self, plan, mask, like: torch.Tensor):
-        self.plan, self.mask, self.like, self.cache = plan, mask, like, {}
+        self.plan, self.mask, self.like = plan, mask, like
 
     def __call__(self, seqs: slice, group, tile):
-        """The bias of ``tile`` for the ``seqs`` sequences, ``(S, size, span)``, or one that
-        broadcasts to it; None without a mask."""
+        """The bias of ``tile`` for the ``seqs`` sequences, ``(S·count, size, span)``, or one
+        that broadcasts to it; None without a mask."""
         allowed = self.plan.tile_mask(self.mask, group, tile)
         if allowed is None:
             return None
         if isinstance(allowed, torch.Tensor):  # (..., 1, size, span), cut from the user's mask
             return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
-        if id(allowed) not in self.cache:  # a NumPy pattern from the plan: keep it alive too
-            self.cache[id(allowed)] = (allowed, self._bias(torch.from_numpy(allowed)))
-        return self.cache[id(allowed)][1]
+        # A NumPy pattern of the plan, (size, span) or (count, size, span): converted once per
+        # device and kept on the (cached) plan, so that a GPU is not sent it on every call.
+        sequences = len(range(*seqs.indices(self.like.shape[0])))
+        key = (id(allowed), self.like.device, self.like.dtype, sequences)
+        if key not in self.plan.converted:
+            bias = self._bias(torch.from_numpy(allowed))
+            repeated = bias.repeat(sequences, 1, 1) if allowed.ndim == 3 else bias
+            self.plan.converted[key] = repeated
+        return self.plan.converted[key]
 
     def _bias(self, allowed: torch.Tensor) -> torch.Tensor:
         allowed = allowed.to(self.like.device)
@@ -496,7 +512,8 @@ def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
                 bias = biases(seqs, group, tile)
                 scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
                 weights = scores.sub_(shift).exp_()
-                grad_scores = (d_out @ v_windows).sub_(row_delta).mul_(weights)
+                grad_scores = torch.bmm(d_out, v_windows, out=scratch("grad_scores", scores.shape))
+                grad_scores.sub_(row_delta).mul_(weights)
                 grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
                 _add_to_keys(grad_v_s, tile, weights.mT @ d_out, before)
                 _add_to_keys(grad_k_s, tile, grad_scores.mT @ q_blocks, before)
@@ -534,8 +551,9 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
     ``L × L`` matrix: it is ``tiled_attention``'s kernel visiting only the tiles that touch the
     band (blocks of 32 queries, each against its own key block and the ``⌈window / 32⌉``
-    blocks on either side), with the same backward pass that recomputes the tiles. One
-    sequence at a time, so that the overlapping key windows stay views of its rows.
+    blocks on either side), with the same backward pass that recomputes the tiles. On the CPU
+    one sequence at a time, so that the overlapping key windows stay views of its rows; on a
+    GPU all of them at once, in large groups, with the windows copied.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -547,7 +565,12 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
-    plan = _tiles.BandPlan(q.shape[-2], window, causal, sequences=1)  # one at a time
+    if _on_cpu(q):  # one sequence at a time, groups that stay in the processor's caches
+        plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1)
+    else:  # a GPU: all sequences at once, in large groups (fewer launches)
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES
+        plan = _tiles.band_plan(q.shape[-2], window, causal, sequences, group_scores=scores)
     return _tiled(q, k, v, None, scale, plan)
 
 

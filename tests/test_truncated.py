@@ -115,6 +115,35 @@ def test_band_plan_copies_only_the_blocks_at_the_ends(length, window, causal):
         assert plan.span == plan.block + 2 * window  # no key outside the band but the corners
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
+    """The plan ``truncated_attention`` uses on a GPU, where all sequences are scored together
+    (their key windows copied) in large groups, run here on the CPU with groups small enough
+    that there are several: the same output and gradients as dense attention."""
+    length, window = 300, 40
+    rng = np.random.default_rng(7)
+    q, k, v = (torch.from_numpy(x).requires_grad_(True) for x in qkv(rng, (3,), length))
+    plan = _tiles.BandPlan(length, window, causal, sequences=3, group_scores=3 * 32 * 160 * 2)
+    assert plan.blocks_per_group > 1 and len(list(plan.query_groups())) > 4
+    assert atorch._sequence_slices(plan, 3) == [slice(0, 3)]
+    band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
+    mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
+    dense_out = atorch.attention(q, k, v, mask)[0]
+    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
+    upstream = torch.from_numpy(rng.standard_normal(dense_out.shape))
+    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
+    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
+    for name, a, b in zip("qkv", dense, banded):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
+def test_band_plans_are_made_once():
+    """The same arguments give the same plan, so its tile masks (and a GPU's copies of them)
+    are made on the first call only."""
+    assert _tiles.band_plan(1000, 64, False, 1) is _tiles.band_plan(1000, 64, False, 1)
+    assert _tiles.band_plan(1000, 64, True, 1) is not _tiles.band_plan(1000, 64, False, 1)
+
+
 def test_numpy_memory_is_linear_in_length():
     """At L = 8192 one dense float64 L×L matrix is 512 MiB; the band needs a few MiB."""
     length, window, d = 8192, 8, 4

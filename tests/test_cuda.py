@@ -1,0 +1,206 @@
+"""The PyTorch backend on a CUDA GPU gives what it gives on the CPU: tiled and truncated
+attention equal dense attention (gradients too), the layers equal PyTorch's own, and no public
+call makes the host wait for the device (values on a GPU are not scanned for NaN).
+
+Skipped where there is no CUDA GPU (CI has none). On a machine with one:
+``pytest -m cuda tests``."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from test_tiled import MASK_KINDS, masks
+
+from attnlib import torch as atorch
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+CUDA = torch.device("cuda")
+EXACT = {"rtol": 1e-10, "atol": 1e-10}  # float64 on both devices
+FLOAT32 = {"rtol": 2e-5, "atol": 2e-5}
+
+
+def on_cuda(*tensors):
+    """Copies on the GPU that keep their ``requires_grad``."""
+    return [
+        None if t is None else t.detach().to(CUDA).requires_grad_(t.requires_grad) for t in tensors
+    ]
+
+
+@pytest.mark.parametrize("kind", MASK_KINDS)
+def test_tiled_on_cuda_equals_attention_on_cpu(kind):
+    rng = np.random.default_rng(20 + MASK_KINDS.index(kind))
+    mask = masks(rng)[kind]
+    mask = None if mask is None else torch.from_numpy(mask[:, None] if mask.ndim == 3 else mask)
+    q, k, v = (
+        torch.from_numpy(rng.standard_normal(shape)).requires_grad_(True)
+        for shape in [(2, 3, 37, 8), (2, 1, 29, 8), (2, 3, 29, 5)]  # k shared by the heads
+    )
+    upstream = torch.from_numpy(rng.standard_normal((2, 3, 37, 5)))
+    expected = atorch.attention(q, k, v, mask)[0]
+    expected_grads = torch.autograd.grad(expected, (q, k, v), upstream)
+
+    q_c, k_c, v_c, mask_c, upstream_c = on_cuda(q, k, v, mask, upstream)
+    got = atorch.tiled_attention(q_c, k_c, v_c, mask_c, block_q=8, block_k=6)
+    assert got.device.type == "cuda"
+    torch.testing.assert_close(got.cpu(), expected.detach(), **EXACT)
+    grads = torch.autograd.grad(got, (q_c, k_c, v_c), upstream_c)
+    for name, a, b in zip("qkv", expected_grads, grads):
+        torch.testing.assert_close(b.cpu(), a, **EXACT, msg=f"gradient of {name}")
+    if kind == "fully masked rows":
+        assert (got[:, :, [0, 5, 36]] == 0).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("window", [3, 32, 100])
+def test_truncated_on_cuda_equals_dense_window_attention(window, causal):
+    torch.manual_seed(window)
+    length = 300
+    q, k, v = (
+        torch.randn(2, 2, length, 16, dtype=torch.float64, requires_grad=True) for _ in "qkv"
+    )
+    upstream = torch.randn(2, 2, length, 16, dtype=torch.float64)
+    mask = atorch.window_mask(length, window)
+    if causal:
+        mask = mask & atorch.causal_mask(length)
+    expected = atorch.attention(q, k, v, mask)[0]
+    expected_grads = torch.autograd.grad(expected, (q, k, v), upstream)
+
+    q_c, k_c, v_c, upstream_c = on_cuda(q, k, v, upstream)
+    got = atorch.truncated_attention(q_c, k_c, v_c, window, causal=causal)
+    torch.testing.assert_close(got.cpu(), expected.detach(), **EXACT)
+    grads = torch.autograd.grad(got, (q_c, k_c, v_c), upstream_c)
+    for name, a, b in zip("qkv", expected_grads, grads):
+        torch.testing.assert_close(b.cpu(), a, **EXACT, msg=f"gradient of {name}")
+
+
+def test_float32_kernels_on_cuda_agree_with_scaled_dot_product_attention():
+    """At the bench's size: the library's dense, tiled and band attention against PyTorch's
+    fused kernel, in float32 on the GPU (TF32 off, PyTorch's default for float32 products)."""
+    assert not torch.backends.cuda.matmul.allow_tf32
+    torch.manual_seed(0)
+    length, window = 4096, 64
+    q, k, v = (torch.randn(1, 4, length, 64, device=CUDA) for _ in "qkv")
+    band = atorch.window_mask(length, window, device=CUDA)
+    reference = F.scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(
+        atorch.attention(q, k, v, need_weights=False)[0], reference, **FLOAT32
+    )
+    torch.testing.assert_close(atorch.tiled_attention(q, k, v), reference, **FLOAT32)
+    torch.testing.assert_close(
+        atorch.truncated_attention(q, k, v, window),
+        F.scaled_dot_product_attention(q, k, v, attn_mask=band),
+        **FLOAT32,
+    )
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_block_on_cuda_equals_torch_layer(norm_first):
+    torch.manual_seed(1)
+    layer = torch.nn.TransformerEncoderLayer(
+        64, 4, 128, dropout=0.0, batch_first=True, norm_first=norm_first, device=CUDA
+    ).eval()
+    x = torch.randn(3, 50, 64, device=CUDA)
+    padding = torch.arange(50, device=CUDA) >= torch.tensor([50, 31, 7], device=CUDA)[:, None]
+    block = atorch.TransformerEncoderBlock.from_torch(layer)
+    assert block.self_attention.w_q.device.type == "cuda"
+    expected = layer(x, src_key_padding_mask=padding)
+    got, _ = block(x, mask=~padding[:, None, :], need_weights=False)
+    keep = ~padding  # PyTorch's fast path may leave padded rows undefined
+    torch.testing.assert_close(got[keep], expected[keep], **FLOAT32)
+
+
+def test_multihead_on_cuda_equals_torch_module():
+    torch.manual_seed(2)
+    module = torch.nn.MultiheadAttention(64, 8, batch_first=True, device=CUDA)
+    x = torch.randn(2, 40, 64, device=CUDA)
+    causal = atorch.causal_mask(40, device=CUDA)
+    expected, expected_weights = module(x, x, x, attn_mask=~causal, average_attn_weights=False)
+    got, weights = atorch.MultiHeadAttention.from_torch(module)(x, mask=causal)
+    torch.testing.assert_close(got, expected, **FLOAT32)
+    torch.testing.assert_close(weights, expected_weights, **FLOAT32)
+
+
+def public_calls(device: torch.device) -> dict:
+    """Every public entry point, by name, as a call on inputs that live on ``device``."""
+    d, heads, length = 16, 2, 40
+    x = torch.randn(2, length, d, device=device)
+    memory = torch.randn(2, length + 3, d, device=device)
+    mask = atorch.causal_mask(length, device=device)
+    on = {"seed": 0, "device": device}
+    layers = {
+        "SelfAttention": atorch.SelfAttention(d, **on),
+        "MultiHeadAttention": atorch.MultiHeadAttention(d, heads, **on),
+        "LayerNorm": atorch.LayerNorm(d, device=device),
+        "FeedForward": atorch.FeedForward(d, 32, **on),
+        "encoder block": atorch.TransformerEncoderBlock(d, heads, 32, **on),
+        "pre-norm encoder block": atorch.TransformerEncoderBlock(
+            d, heads, 32, norm_first=True, **on
+        ),
+        "decoder block": atorch.TransformerDecoderBlock(d, heads, 32, **on),
+    }
+    return dict(
+        [
+            ("softmax", lambda: atorch.softmax(x)),
+            ("attention", lambda: atorch.attention(x, x, x, mask)),
+            ("attention, fused", lambda: atorch.attention(x, x, x, mask, need_weights=False)),
+            (
+                "tiled_attention",
+                lambda: atorch.tiled_attention(x, x, x, mask, block_q=16, block_k=8),
+            ),
+            ("truncated_attention", lambda: atorch.truncated_attention(x, x, x, 5)),
+            ("truncated_attention, causal", lambda: atorch.truncated_attention(x, x, x, 5, True)),
+            ("SelfAttention", lambda: layers["SelfAttention"](x, mask)),
+            ("MultiHeadAttention", lambda: layers["MultiHeadAttention"](x, mask=mask)),
+            ("LayerNorm", lambda: layers["LayerNorm"](x)),
+            ("FeedForward", lambda: layers["FeedForward"](x)),
+            ("encoder block", lambda: layers["encoder block"](x, mask)),
+            ("pre-norm encoder block", lambda: layers["pre-norm encoder block"](x)),
+            ("decoder block", lambda: layers["decoder block"](x, memory)),
+        ]
+    )
+
+
+def synchronisations(call) -> list[str]:
+    """The host-device synchronisations that ``call()`` makes, as PyTorch's sync debug mode
+    reports them."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            call()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    messages = [str(w.message) for w in seen]
+    return [m.splitlines()[0] for m in messages if m.startswith("called a synchronizing")]
+
+
+def test_sync_debug_mode_sees_a_read_back():
+    """The test below can fail: reading one value back is a synchronisation it counts."""
+    x = torch.ones(3, device=CUDA)
+    assert len(synchronisations(lambda: bool(x.sum() > 0))) == 1
+
+
+@pytest.mark.parametrize("name", list(public_calls(torch.device("cpu"))))
+def test_a_public_call_never_makes_the_host_wait(name):
+    call = public_calls(CUDA)[name]
+    call()  # the first call makes the plans, and sends a band's tile masks to the GPU
+    torch.cuda.synchronize()
+    syncs = synchronisations(call)
+    assert not syncs, f"{name}: {len(syncs)} synchronisations: {syncs}"
+
+
+def test_nan_on_cuda_comes_out_as_nan_and_on_cpu_as_an_error():
+    q = torch.randn(2, 6, 4)
+    q[1, 2, 3] = math.nan
+    with pytest.raises(ValueError, match=r"attention: q contains NaN.*index \(1, 2, 3\)"):
+        atorch.attention(q, q, q)
+    out, _ = atorch.attention(*on_cuda(q, q, q))
+    assert out[1].isnan().all() and out[0].isfinite().all()
