@@ -118,6 +118,8 @@ def require_positive_int(fn: str, name: str, value, allow_zero: bool = False) ->
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
     """The NumPy broadcast of ``shapes``, or None if they do not broadcast."""
+    if all(shape == shapes[0] for shape in shapes[1:]):  # the common case, made quick
+        return tuple(shapes[0])
     ndim = max(len(s) for s in shapes)
     result = []
     for axis in range(-ndim, 0):

@@ -66,6 +66,13 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
+def _batch(*tensors: torch.Tensor) -> tuple[int, ...]:
+    """The broadcast of the batch dimensions of ``(..., L, d)`` tensors that were checked to
+    broadcast. (``torch.broadcast_shapes`` took about 30 µs a call, more than attention of a
+    few tokens.)"""
+    return _checks.broadcast_shapes(*(x.shape[:-2] for x in tensors))
+
+
 def _require_tensors(fn: str, **named) -> None:
     """Refuse arguments that are not tensors (None is allowed), or that live on different
     devices, naming the arguments."""
@@ -206,7 +213,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     rows with nothing to attend to are set to zero explicitly (the kernels' own treatment of
     such rows has changed between PyTorch versions).
     """
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = _batch(q, k, v)
     q = q.expand(*batch, *q.shape[-2:])
     k = k.expand(*batch, *k.shape[-2:])
     v = v.expand(*batch, *v.shape[-2:])
@@ -248,7 +255,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     _require_tensors(fn, q=q, k=k, v=v, mask=mask)
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
     if block_q is None or block_k is None:
-        sequences = math.prod(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
+        sequences = math.prod(_batch(q, k, v))
         default_q, default_k = _tiles.default_blocks(q.shape[-2], sequences, _on_cpu(q))
         block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
@@ -263,7 +270,7 @@ def _on_cpu(x: torch.Tensor) -> bool:
 def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
     """The tiled kernel under a plan (``attnlib._tiles``), differentiable: a forward pass, with
     a backward pass that recomputes tiles."""
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = _batch(q, k, v)
     if mask is not None:
         mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
     if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
@@ -470,7 +477,7 @@ class _TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, plan):
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = _batch(q, k, v)
         out, logsumexp = _tiled_forward(
             *_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=True
         )
@@ -568,7 +575,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     if _on_cpu(q):  # one sequence at a time, groups that stay in the processor's caches
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = _batch(q, k, v)
         sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences, group_scores=scores)
     return _tiled(q, k, v, None, scale, plan)
@@ -630,7 +637,7 @@ def linear_attention_recurrent(q, k, v) -> torch.Tensor:
     _checks.check_attention("linear_attention_recurrent", q, k, v, None)
     _checks.check_same_length("linear_attention_recurrent", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = _batch(q, k, v)
     state = q.new_zeros(*batch, k.shape[-1], v.shape[-1])
     normaliser = q.new_zeros(*batch, k.shape[-1])
     out = q.new_empty(*batch, q.shape[-2], v.shape[-1])
