@@ -1,5 +1,6 @@
 """Public functions and layers check their input once: one finiteness scan (one value read
-back from the device) per call, however many functions and layers the call goes through."""
+back) per call, however many functions and layers the call goes through. (Tensors on a GPU are
+not scanned at all, so that no call makes the host wait for the device: tests/test_cuda.py.)"""
 
 from __future__ import annotations
 
