@@ -61,17 +61,20 @@ BAND_BLOCK = 32
 GROUP_SCORES = 2**19
 
 
-def default_blocks(length_q: int, sequences: int, on_cpu: bool) -> tuple[int, int]:
+def default_blocks(length_q: int, length_k: int, sequences: int, on_cpu: bool):
     """``tiled_attention``'s ``(block_q, block_k)`` when none are given: 256 × 256 on the CPU;
-    on a GPU 1024 keys and as many queries as fit in ``GPU_TILE_SCORES`` scores.
+    on a GPU up to 1024 keys, and as many queries as fit in ``GPU_TILE_SCORES`` scores.
 
-    >>> default_blocks(8192, sequences=4, on_cpu=False)
+    >>> default_blocks(8192, 8192, sequences=4, on_cpu=False)
     (4096, 1024)
+    >>> default_blocks(100, 100, sequences=512, on_cpu=False)  # many short sequences
+    (100, 100)
     """
     if on_cpu:
         return DEFAULT_BLOCK, DEFAULT_BLOCK
-    block_q = GPU_TILE_SCORES // (max(1, sequences) * GPU_BLOCK_K)
-    return max(1, min(length_q, block_q)), GPU_BLOCK_K
+    block_k = max(1, min(length_k, GPU_BLOCK_K))
+    block_q = GPU_TILE_SCORES // (max(1, sequences) * block_k)
+    return max(1, min(length_q, block_q)), block_k
 
 
 class QueryGroup(NamedTuple):

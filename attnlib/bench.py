@@ -358,8 +358,8 @@ def tiled_table(
     times = median_seconds(calls, max(1, repeats // 3), device, least=least)
     ratio = times["tiled"] / times["sdpa"]
     on_cpu = device.type == "cpu"
-    block_q, block_k = _tiles.default_blocks(length, BAND_HEADS, on_cpu)  # what it used
-    one_head = _tiles.default_blocks(memory_length, 1, on_cpu)
+    block_q, block_k = _tiles.default_blocks(length, length, BAND_HEADS, on_cpu)  # those used
+    one_head = _tiles.default_blocks(memory_length, memory_length, 1, on_cpu)
     lines = [
         "Tiled exact attention (tiled_attention with its default blocks), float32",
         f"  time, B=1, H={BAND_HEADS}, L={length}, d={HEAD_DIM}, blocks {block_q}×{block_k}: "

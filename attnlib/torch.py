@@ -256,7 +256,8 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
     if block_q is None or block_k is None:
         sequences = math.prod(_batch(q, k, v))
-        default_q, default_k = _tiles.default_blocks(q.shape[-2], sequences, _on_cpu(q))
+        lengths = q.shape[-2], k.shape[-2]
+        default_q, default_k = _tiles.default_blocks(*lengths, sequences, _on_cpu(q))
         block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
     return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
