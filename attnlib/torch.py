@@ -459,13 +459,12 @@ class _TileBiases:
             return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
         # A NumPy pattern of the plan, (size, span) or (count, size, span): converted once per
         # device and kept on the (cached) plan, so that a GPU is not sent it on every call.
-        sequences = len(range(*seqs.indices(self.like.shape[0])))
-        key = (id(allowed), self.like.device, self.like.dtype, sequences)
+        key = (id(allowed), self.like.device, self.like.dtype)
         if key not in self.plan.converted:
-            bias = self._bias(torch.from_numpy(allowed))
-            repeated = bias.repeat(sequences, 1, 1) if allowed.ndim == 3 else bias
-            self.plan.converted[key] = repeated
-        return self.plan.converted[key]
+            self.plan.converted[key] = self._bias(torch.from_numpy(allowed))
+        bias = self.plan.converted[key]
+        sequences = len(range(*seqs.indices(self.like.shape[0])))
+        return bias.repeat(sequences, 1, 1) if bias.ndim == 3 and sequences > 1 else bias
 
     def _bias(self, allowed: torch.Tensor) -> torch.Tensor:
         allowed = allowed.to(self.like.device)
