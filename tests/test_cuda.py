@@ -34,8 +34,9 @@ def on_cuda(*tensors):
     ]
 
 
+@pytest.mark.parametrize("blocks", [{"block_q": 8, "block_k": 6}, {}], ids=["8x6", "default"])
 @pytest.mark.parametrize("kind", MASK_KINDS)
-def test_tiled_on_cuda_equals_attention_on_cpu(kind):
+def test_tiled_on_cuda_equals_attention_on_cpu(kind, blocks):
     rng = np.random.default_rng(20 + MASK_KINDS.index(kind))
     mask = masks(rng)[kind]
     mask = None if mask is None else torch.from_numpy(mask[:, None] if mask.ndim == 3 else mask)
@@ -48,7 +49,7 @@ def test_tiled_on_cuda_equals_attention_on_cpu(kind):
     expected_grads = torch.autograd.grad(expected, (q, k, v), upstream)
 
     q_c, k_c, v_c, mask_c, upstream_c = on_cuda(q, k, v, mask, upstream)
-    got = atorch.tiled_attention(q_c, k_c, v_c, mask_c, block_q=8, block_k=6)
+    got = atorch.tiled_attention(q_c, k_c, v_c, mask_c, **blocks)
     assert got.device.type == "cuda"
     torch.testing.assert_close(got.cpu(), expected.detach(), **EXACT)
     grads = torch.autograd.grad(got, (q_c, k_c, v_c), upstream_c)
