@@ -256,16 +256,11 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
     if block_q is None or block_k is None:
         sequences = math.prod(_batch(q, k, v))
-        lengths = q.shape[-2], k.shape[-2]
-        default_q, default_k = _tiles.default_blocks(*lengths, sequences, _on_cpu(q))
+        on_cpu = _checks.in_main_memory(q)
+        default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
     return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
-
-
-def _on_cpu(x: torch.Tensor) -> bool:
-    """True for a tensor in the computer's main memory, False on a GPU."""
-    return x.device.type == "cpu"
 
 
 def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
@@ -572,7 +567,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
-    if _on_cpu(q):  # one sequence at a time, groups that stay in the processor's caches
+    if _checks.in_main_memory(q):  # the CPU: one sequence at a time, groups that stay in cache
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)
