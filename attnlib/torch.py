@@ -371,7 +371,7 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
             for tile in tiles:
                 bias, k_windows = biases(seqs, group, tile), _key_windows(k_s, tile)
                 scores = _tile_scores(q_blocks, k_windows, bias, scale, scratch)
-                online.fold(scores, _key_windows(v_s, tile).mT, scratch)
+                online.fold(scores, _key_windows(v_s, tile).mT)
             output, group_logsumexp = online.result()
             if output is not online.into:  # not written in place
                 out_s[:, rows] = _drop_padding(output, group)
@@ -402,7 +402,7 @@ class _OnlineSoftmax:
         self.softmax_only, self.into = softmax_only, into
         self.maximum = self.total = self.output = None
 
-    def fold(self, scores: torch.Tensor, v_windows: torch.Tensor, scratch: _Scratch) -> None:
+    def fold(self, scores: torch.Tensor, v_windows: torch.Tensor) -> None:
         """Fold one tile: its scores ``(M, size, span)`` (-inf where masked; overwritten) and
         values ``(M, span, d_v)``."""
         if self.softmax_only:
