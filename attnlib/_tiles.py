@@ -139,13 +139,14 @@ def band_plan(
 class BandPlan:
     """Blocks of ``B`` queries, each against its own key block and the ``reach`` blocks on
     either side: the tiles that touch the band ``|i − j| <= window`` (``j <= i`` if causal).
-    ``sequences``: how many sequences the kernel scores at once; with ``group_scores`` it
-    sizes the groups."""
+    ``sequences``: how many sequences the kernel scores at once (at least; more at the edges,
+    ``sequences_at_once``); with ``group_scores`` it sizes the groups."""
 
     def __init__(
         self, length: int, window: int, causal: bool, sequences: int, group_scores=GROUP_SCORES
     ):
-        self.length, self.causal, self.sequences = length, causal, sequences
+        self.length, self.causal = length, causal
+        self.sequences, self.group_scores = sequences, group_scores
         self.window = max(0, min(window, length - 1))  # a longer window sees everything
         self.block = max(1, min(length, BAND_BLOCK))  # (1 for an empty sequence)
         one_block = self.block == length  # then the block is the whole sequence
@@ -180,6 +181,19 @@ class BandPlan:
         start = group.start - self.reach * self.block
         stop = start + (group.count - 1) * self.block + self.span
         return [KeyTile(start, stop, self.span, self.block)]
+
+    def sequences_at_once(self, group: QueryGroup) -> int:
+        """How many sequences the kernel scores together in ``group``: the plan's
+        ``sequences``, except where the group's key windows are copies anyway (a group at an
+        edge: its rows are copied with the zero padding) or one view for any number of
+        sequences (a sequence that is a single block): there, as many as keep the group
+        within ``group_scores``, so that a batch of sequences is a few large products rather
+        than many small ones (on a 2-core CPU, a training step on 32 sequences of 32 tokens
+        took 2.2 ms instead of 19 ms, and the band at L = 8192 with 4 heads 3.5% less time)."""
+        tile = self.key_tiles(group)[0]
+        if rows_outside(tile, self.length) == (0, 0) and self.block < self.length:
+            return self.sequences
+        return max(self.sequences, self.group_scores // (group.count * self.block * self.span))
 
     def key_padding(self) -> tuple[int, int]:
         """Zero rows the tiles reach before key 0 and after the last key (the edges' spans)."""

@@ -282,13 +282,15 @@ def _sequences(batch, *tensors) -> list[torch.Tensor]:
     return [x.expand(*batch, *x.shape[-2:]).reshape(count, *x.shape[-2:]) for x in tensors]
 
 
-def _sequence_slices(plan, count: int) -> list[slice]:
-    """The sequences the kernel takes at once: all of them, unless a band plan says how many
-    (on the CPU one: a band tile's overlapping key windows are a view of one sequence's rows
-    only, and for several sequences at once ``torch.bmm`` would need them copied)."""
+def _sequence_slices(plan, count: int, group) -> list[slice]:
+    """The sequences the kernel takes at once in ``group``: all of them, unless a band plan
+    says how many (``BandPlan.sequences_at_once``; on the CPU one, away from the edges: there
+    a band tile's overlapping key windows are a view of one sequence's rows only, and for
+    several sequences at once ``torch.bmm`` would need them copied)."""
     if not isinstance(plan, _tiles.BandPlan):
         return [slice(None)]
-    return [slice(n, n + plan.sequences) for n in range(0, count, max(1, plan.sequences))]
+    step = max(1, plan.sequences_at_once(group))
+    return [slice(n, n + step) for n in range(0, count, step)]
 
 
 def _query_blocks(x: torch.Tensor, group) -> torch.Tensor:
@@ -359,14 +361,14 @@ def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
     out = q.new_empty(*q.shape[:-1], v.shape[-1])
     logsumexp = q.new_empty(*q.shape[:-1], 1) if keep_logsumexp else None
     biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
-    for seqs in _sequence_slices(plan, q.shape[0]):
-        q_s, k_s, v_s, out_s = q[seqs], k[seqs], v[seqs], out[seqs]
-        for group in plan.query_groups():
+    for group in plan.query_groups():
+        tiles = plan.key_tiles(group)
+        # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
+        softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
+        rows = slice(group.start, group.stop)
+        for seqs in _sequence_slices(plan, q.shape[0], group):
+            q_s, k_s, v_s, out_s = q[seqs], k[seqs], v[seqs], out[seqs]
             q_blocks = _query_blocks(q_s, group)
-            tiles = plan.key_tiles(group)
-            # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
-            softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
-            rows = slice(group.start, group.stop)
             online = _OnlineSoftmax(softmax_only, into=_as_blocks(out_s[:, rows], group))
             for tile in tiles:
                 bias, k_windows = biases(seqs, group, tile), _key_windows(k_s, tile)
@@ -503,9 +505,10 @@ def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
     before = plan.key_padding()[0]  # the padding rows in front of key 0
     delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
     biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
-    for seqs in _sequence_slices(plan, q.shape[0]):
-        q_s, k_s, v_s, grad_k_s, grad_v_s = q[seqs], k[seqs], v[seqs], grad_k[seqs], grad_v[seqs]
-        for group in plan.query_groups():
+    for group in plan.query_groups():
+        for seqs in _sequence_slices(plan, q.shape[0], group):
+            q_s, k_s, v_s = q[seqs], k[seqs], v[seqs]
+            grad_k_s, grad_v_s = grad_k[seqs], grad_v[seqs]
             q_blocks = _query_blocks(q_s, group)
             d_out = _query_blocks(grad_out[seqs], group)
             shift = _finite(_query_blocks(logsumexp[seqs], group))  # nothing to attend to
@@ -556,8 +559,10 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     ``L × L`` matrix: it is ``tiled_attention``'s kernel visiting only the tiles that touch the
     band (blocks of 32 queries, each against its own key block and the ``⌈window / 32⌉``
     blocks on either side), with the same backward pass that recomputes the tiles. On the CPU
-    one sequence at a time, so that the overlapping key windows stay views of its rows; on a
-    GPU all of them at once, in large groups, with the windows copied.
+    one sequence at a time, so that the overlapping key windows stay views of its rows (but
+    many at once at the two ends, whose windows are copied with zero padding anyway, and for
+    sequences of up to 32 tokens); on a GPU all of them at once, in large groups, with the
+    windows copied.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -569,7 +574,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
-    if _checks.in_main_memory(q):  # the CPU: one sequence at a time, groups that stay in cache
+    if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)

@@ -125,7 +125,7 @@ def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
     q, k, v = (torch.from_numpy(x).requires_grad_(True) for x in qkv(rng, (3,), length))
     plan = _tiles.BandPlan(length, window, causal, sequences=3, group_scores=3 * 32 * 160 * 2)
     assert plan.blocks_per_group > 1 and len(list(plan.query_groups())) > 4
-    assert atorch._sequence_slices(plan, 3) == [slice(0, 3)]
+    assert all(len(atorch._sequence_slices(plan, 3, g)) == 1 for g in plan.query_groups())
     band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
     mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
     dense_out = atorch.attention(q, k, v, mask)[0]
@@ -135,6 +135,52 @@ def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
     banded = torch.autograd.grad(band_out, (q, k, v), upstream)
     for name, a, b in zip("qkv", dense, banded):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal):
+    """On the CPU the band takes one sequence at a time away from the edges (its key windows
+    are views of that sequence's rows), but at the edges, whose windows are copied anyway, as
+    many as fit in the group's scores (here 2 or 3 of the 5). Output and gradients are still
+    dense attention's."""
+    length, window, count = 300, 40, 5
+    rng = np.random.default_rng(8)
+    q, k, v = (torch.from_numpy(x).requires_grad_(True) for x in qkv(rng, (count,), length))
+    plan = _tiles.BandPlan(length, window, causal, sequences=1, group_scores=2 * 2 * 32 * 160)
+    most_at_an_edge = 0
+    for group in plan.query_groups():
+        slices = atorch._sequence_slices(plan, count, group)
+        sizes = [len(range(count)[s]) for s in slices]
+        assert [n for s in slices for n in range(count)[s]] == list(range(count))
+        scores_per_sequence = group.count * plan.block * plan.span
+        if _tiles.rows_outside(plan.key_tiles(group)[0], length) == (0, 0):
+            assert sizes == [1] * count  # views of one sequence's rows
+        else:
+            assert max(sizes) == max(1, min(count, plan.group_scores // scores_per_sequence))
+            most_at_an_edge = max(most_at_an_edge, max(sizes))
+    assert most_at_an_edge > 1
+    band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
+    mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
+    dense_out = atorch.attention(q, k, v, mask)[0]
+    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
+    upstream = torch.from_numpy(rng.standard_normal(dense_out.shape))
+    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
+    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
+    for name, a, b in zip("qkv", dense, banded):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
+def test_a_sequence_of_one_block_is_scored_with_the_others():
+    """A sequence of up to 32 tokens is one block, whose one key window is a view for any
+    number of sequences: the CPU's plan takes them all at once (lesson 13 trains on 32 of
+    them), with the same result as one at a time."""
+    plan = _tiles.BandPlan(32, 2, False, sequences=1)
+    (group,) = plan.query_groups()
+    assert atorch._sequence_slices(plan, 64, group) == [slice(0, plan.sequences_at_once(group))]
+    rng = np.random.default_rng(9)
+    q, k, v = (torch.from_numpy(x) for x in qkv(rng, (64,), 32))
+    one_at_a_time = torch.stack([atorch.truncated_attention(*x, 2) for x in zip(q, k, v)])
+    torch.testing.assert_close(atorch.truncated_attention(q, k, v, 2), one_at_a_time)
 
 
 def test_band_plans_are_made_once():
