@@ -33,6 +33,19 @@ def dense_reference(q, k, v, window, causal):
     return anp.attention(q, k, v, mask=mask)[0]
 
 
+def assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream):
+    """``band_out`` (computed from float64 ``q``, ``k``, ``v``) equals dense attention with the
+    band as its mask, and so do the gradients of ``(band_out · upstream).sum()``: 1e-10."""
+    length = q.shape[-2]
+    mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
+    dense_out = atorch.attention(q, k, v, mask)[0]
+    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
+    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
+    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
+    for name, a, b in zip("qkv", dense, banded):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
 @pytest.mark.parametrize("length", LENGTHS)
 @pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize("causal", [False, True])
@@ -82,16 +95,8 @@ def test_gradients_match_dense(length, window, causal):
     k = torch.randn(2, 1, length, 8, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 3, length, 5, dtype=torch.float64, requires_grad=True)
     upstream = torch.randn(2, 3, length, 5, dtype=torch.float64)
-    mask = atorch.window_mask(length, window)
-    if causal:
-        mask &= atorch.causal_mask(length)
-    dense_out = atorch.attention(q, k, v, mask)[0]
     band_out = atorch.truncated_attention(q, k, v, window, causal=causal)
-    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
-    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
-    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
-    for name, a, b in zip("qkv", dense, banded):
-        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+    assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream)
 
 
 @pytest.mark.parametrize("window, causal", [(64, False), (100, False), (64, True), (5, True)])
@@ -125,16 +130,11 @@ def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
     q, k, v = (torch.from_numpy(x).requires_grad_(True) for x in qkv(rng, (3,), length))
     plan = _tiles.BandPlan(length, window, causal, sequences=3, group_scores=3 * 32 * 160 * 2)
     assert plan.blocks_per_group > 1 and len(list(plan.query_groups())) > 4
-    assert all(len(atorch._sequence_slices(plan, 3, g)) == 1 for g in plan.query_groups())
+    for group in plan.query_groups():  # all three sequences in one slice, in every group
+        assert [range(3)[s] for s in atorch._sequence_slices(plan, 3, group)] == [range(3)]
     band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
-    mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
-    dense_out = atorch.attention(q, k, v, mask)[0]
-    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
-    upstream = torch.from_numpy(rng.standard_normal(dense_out.shape))
-    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
-    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
-    for name, a, b in zip("qkv", dense, banded):
-        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+    upstream = torch.from_numpy(rng.standard_normal(band_out.shape))
+    assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -160,14 +160,8 @@ def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal
             most_at_an_edge = max(most_at_an_edge, max(sizes))
     assert most_at_an_edge > 1
     band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
-    mask = atorch.window_mask(length, window) & (atorch.causal_mask(length) if causal else True)
-    dense_out = atorch.attention(q, k, v, mask)[0]
-    torch.testing.assert_close(band_out, dense_out, rtol=1e-10, atol=1e-10)
-    upstream = torch.from_numpy(rng.standard_normal(dense_out.shape))
-    dense = torch.autograd.grad(dense_out, (q, k, v), upstream)
-    banded = torch.autograd.grad(band_out, (q, k, v), upstream)
-    for name, a, b in zip("qkv", dense, banded):
-        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+    upstream = torch.from_numpy(rng.standard_normal(band_out.shape))
+    assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream)
 
 
 def test_a_sequence_of_one_block_is_scored_with_the_others():
