@@ -13,6 +13,9 @@ tiles to visit:
   ``span = (2n + 1)·B`` keys, is its one tile. The blocks outside the band are never visited.
   Query blocks are taken a group at a time, each block with its own span (overlapping views
   of the same key rows), as many blocks as keep the group's scores in the processor's cache.
+  The few blocks at each end, whose spans reach past the sequence, are one larger block with
+  one span: their key rows are copied with zero padding anyway, and one product costs less
+  than several small ones.
 
 A tile is described by key rows ``start … stop − 1`` (negative or past the end for the band's
 edges: those rows are zero padding, masked) cut into ``count`` overlapping windows of
@@ -58,7 +61,12 @@ BAND_BLOCK = 32
 #: Scores a group of band tiles may hold at once, summed over the sequences scored together
 #: (float32: 2 MiB): groups of 2**18 … 2**20 scores ran about equally fast, smaller ones slower
 #: (more Python per score), and a group's temporaries still fit in the processor's caches.
+#: NumPy's band, with several temporaries the size of the scores, ran 9% slower with 2**20.
 GROUP_SCORES = 2**19
+#: The same for PyTorch on the CPU, whose band keeps a single tile-sized buffer: groups of
+#: 2**20 scores ran 1–5% faster than 2**19 on a 2-core AMD EPYC (fewer groups, so less Python
+#: per call), at L = 4096 … 32768 with 4 heads; 2**21 no faster again.
+CPU_BAND_GROUP_SCORES = 2**20
 
 
 def default_blocks(length_q: int, length_k: int, sequences: int, on_cpu: bool):
@@ -155,37 +163,52 @@ class BandPlan:
         self.blocks_ahead = 0 if causal else self.reach
         self.span = (self.reach + 1 + self.blocks_ahead) * self.block
         self.blocks_per_group = max(1, group_scores // (sequences * self.block * self.span))
-        offsets = (
+        offsets = (  # j − i: query row × key column of a block's span
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
         )
-        allowed = np.abs(offsets) <= self.window  # offsets: j − i, query row × key column
-        self.band = allowed & (offsets <= 0) if causal else allowed
-        self.edges: dict[int, np.ndarray] = {}  # the tile masks of groups at the edges
+        self.band = self.in_band(offsets)
+        self.edges: dict[int, np.ndarray] = {}  # the tile masks of the groups at the ends
         self.converted: dict = {}  # a backend's own form of those masks, by its own key
 
+    def in_band(self, offsets: np.ndarray) -> np.ndarray:
+        """Whether a query may attend to the key ``offsets = j − i`` positions away."""
+        inside = np.abs(offsets) <= self.window
+        return inside & (offsets <= 0) if self.causal else inside
+
     def query_groups(self) -> Iterator[QueryGroup]:
-        """Groups of up to ``blocks_per_group`` blocks. The blocks whose span reaches past an
-        end of the sequence are groups of their own, so that the key rows copied with zero
-        padding (``rows_outside``) are only theirs."""
+        """Groups of up to ``blocks_per_group`` blocks of ``B`` queries. The blocks whose span
+        reaches past an end of the sequence are, at each end, one group of a single larger
+        block (``count`` = 1) with a single span: the key rows copied with zero padding
+        (``rows_outside``) are only theirs, and are copied once, not as overlapping windows
+        (the band at L = 4096 with 4 heads ran 4% faster than with a window per block)."""
         blocks = -(-self.length // self.block)
         front = min(blocks, self.reach)  # blocks whose span starts before key 0
         back = max(front, self.length // self.block - self.blocks_ahead)  # … ends past L − 1
-        firsts = [0, *range(front, back, self.blocks_per_group), back, blocks]
-        for first, stop in zip(firsts, firsts[1:]):
-            if stop > first:
-                start = first * self.block
-                end = min(self.length, stop * self.block)
-                yield QueryGroup(start, end, stop - first, self.block)
+        if front:
+            yield self._one_block(0, front)
+        for first in range(front, back, self.blocks_per_group):
+            stop = min(back, first + self.blocks_per_group)
+            yield QueryGroup(first * self.block, stop * self.block, stop - first, self.block)
+        if blocks > back:
+            yield self._one_block(back, blocks)
+
+    def _one_block(self, first: int, stop: int) -> QueryGroup:
+        """Blocks ``first … stop − 1`` as a group of one block (the last may pass the end)."""
+        end = min(self.length, stop * self.block)
+        return QueryGroup(first * self.block, end, 1, (stop - first) * self.block)
 
     def key_tiles(self, group: QueryGroup) -> list[KeyTile]:
+        """One tile: for each block of the group, the keys from ``reach`` blocks before it to
+        ``blocks_ahead`` blocks after it (a group of one block has one window: step = span)."""
+        span = group.size + (self.reach + self.blocks_ahead) * self.block
         start = group.start - self.reach * self.block
-        stop = start + (group.count - 1) * self.block + self.span
-        return [KeyTile(start, stop, self.span, self.block)]
+        step = group.size if group.count > 1 else span
+        return [KeyTile(start, start + (group.count - 1) * step + span, span, step)]
 
     def sequences_at_once(self, group: QueryGroup) -> int:
         """How many sequences the kernel scores together in ``group``: the plan's
         ``sequences``, except where the group's key windows are copies anyway (a group at an
-        edge: its rows are copied with the zero padding) or one view for any number of
+        end: its rows are copied with the zero padding) or one view for any number of
         sequences (a sequence that is a single block): there, as many as keep the group
         within ``group_scores``, so that a batch of sequences is a few large products rather
         than many small ones (on a 2-core CPU, a training step on 32 sequences of 32 tokens
@@ -193,24 +216,26 @@ class BandPlan:
         tile = self.key_tiles(group)[0]
         if rows_outside(tile, self.length) == (0, 0) and self.block < self.length:
             return self.sequences
-        return max(self.sequences, self.group_scores // (group.count * self.block * self.span))
+        return max(self.sequences, self.group_scores // (group.count * group.size * tile.span))
 
     def key_padding(self) -> tuple[int, int]:
-        """Zero rows the tiles reach before key 0 and after the last key (the edges' spans)."""
+        """Zero rows the tiles reach before key 0 and after the last key (the ends' spans)."""
         blocks = -(-self.length // self.block)
-        last_key = (blocks - 1 - self.reach) * self.block + self.span  # one past the last tile
+        last_key = (blocks + self.blocks_ahead) * self.block  # one past the last tile
         return self.reach * self.block, last_key - self.length
 
     def tile_mask(self, mask, group: QueryGroup, tile: KeyTile) -> np.ndarray:
-        """``(count, B, span)`` booleans (or ``(B, span)`` away from the edges): inside the band
-        and a real key, ``0 <= j < L``. ``mask`` is unused (the band is the mask)."""
+        """``(size, span)`` booleans, query row × key of a window: inside the band and a real
+        key, ``0 <= j < L``. Away from the ends every window has the same (``band``); a group
+        at an end (one block, one window) has its own, made once. ``mask`` is unused (the band
+        is the mask)."""
         if tile.start >= 0 and tile.stop <= self.length:
             return self.band
-        if tile.start not in self.edges:  # made once, then the same array for every sequence
-            first_key = tile.start + np.arange(group.count)[:, None] * tile.step
-            key = first_key + np.arange(tile.span)[None, :]
-            exists = (key >= 0) & (key < self.length)
-            self.edges[tile.start] = self.band[None, :, :] & exists[:, None, :]
+        if tile.start not in self.edges:
+            queries = group.start + np.arange(group.size)[:, None]
+            keys = tile.start + np.arange(tile.span)[None, :]
+            real = (keys >= 0) & (keys < self.length)
+            self.edges[tile.start] = self.in_band(keys - queries) & real
         return self.edges[tile.start]
 
 

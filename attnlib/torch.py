@@ -456,14 +456,13 @@ class _TileBiases:
             return None
         if isinstance(allowed, torch.Tensor):  # (..., 1, size, span), cut from the user's mask
             return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
-        # A NumPy pattern of the plan, (size, span) or (count, size, span): converted once per
-        # device and kept on the (cached) plan, so that a GPU is not sent it on every call.
+        # A NumPy pattern of the plan, (size, span) for every window and sequence: converted
+        # once per device and kept on the (cached) plan, so that a GPU is not sent it on every
+        # call.
         key = (id(allowed), self.like.device, self.like.dtype)
         if key not in self.plan.converted:
             self.plan.converted[key] = self._bias(torch.from_numpy(allowed))
-        bias = self.plan.converted[key]
-        sequences = len(range(*seqs.indices(self.like.shape[0])))
-        return bias.repeat(sequences, 1, 1) if bias.ndim == 3 and sequences > 1 else bias
+        return self.plan.converted[key]
 
     def _bias(self, allowed: torch.Tensor) -> torch.Tensor:
         allowed = allowed.to(self.like.device)
@@ -558,11 +557,11 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     Equal to ``attention(q, k, v, mask=window_mask(L, window))[0]`` without ever building an
     ``L × L`` matrix: it is ``tiled_attention``'s kernel visiting only the tiles that touch the
     band (blocks of 32 queries, each against its own key block and the ``⌈window / 32⌉``
-    blocks on either side), with the same backward pass that recomputes the tiles. On the CPU
-    one sequence at a time, so that the overlapping key windows stay views of its rows (but
-    many at once at the two ends, whose windows are copied with zero padding anyway, and for
-    sequences of up to 32 tokens); on a GPU all of them at once, in large groups, with the
-    windows copied.
+    blocks on either side; at each end, the blocks that reach past the sequence as one), with
+    the same backward pass that recomputes the tiles. On the CPU one sequence at a time, so
+    that the overlapping key windows stay views of its rows (but many at once at the two
+    ends, whose keys are copied with zero padding anyway, and for sequences of up to 32
+    tokens); on a GPU all of them at once, in large groups, with the windows copied.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -575,7 +574,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
     if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
-        plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1)
+        scores = _tiles.CPU_BAND_GROUP_SCORES
+        plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)
         sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES

@@ -103,8 +103,8 @@ def test_gradients_match_dense(length, window, causal):
 @pytest.mark.parametrize("length", [5000, 4992])
 def test_band_plan_copies_only_the_blocks_at_the_ends(length, window, causal):
     """Every group's key windows are a view of the sequence's rows, except the groups of the
-    blocks whose span reaches past an end (at most ``reach + 1`` blocks at each end): only
-    their rows are copied, with the zero padding."""
+    blocks whose span reaches past an end (at most ``reach + 1`` blocks at each end, taken as
+    one block with one window): only their rows are copied, with the zero padding."""
     plan = _tiles.BandPlan(length, window, causal, sequences=1)
     k = torch.randn(1, length, 8)
     padded_blocks = 0
@@ -113,7 +113,9 @@ def test_band_plan_copies_only_the_blocks_at_the_ends(length, window, causal):
         windows = _key_windows(k, tile)
         is_view = windows.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
         assert is_view == (_tiles.rows_outside(tile, length) == (0, 0))
-        padded_blocks += 0 if is_view else group.count
+        if not is_view:
+            assert group.count == 1 and windows.shape[0] == 1  # one block, one window
+            padded_blocks += -(-group.size // plan.block)
     assert 0 < padded_blocks <= 2 * plan.reach + 1
     assert plan.span == (plan.reach + 1 + (0 if causal else plan.reach)) * plan.block
     if window % plan.block == 0 and not causal:
@@ -140,20 +142,21 @@ def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal):
     """On the CPU the band takes one sequence at a time away from the edges (its key windows
-    are views of that sequence's rows), but at the edges, whose windows are copied anyway, as
-    many as fit in the group's scores (here 2 or 3 of the 5). Output and gradients are still
-    dense attention's."""
+    are views of that sequence's rows), but at the edges, whose keys are copied anyway, as
+    many as fit in the group's scores (here 1 to 5 of the 5, by edge). Output and gradients
+    are still dense attention's."""
     length, window, count = 300, 40, 5
     rng = np.random.default_rng(8)
     q, k, v = (torch.from_numpy(x).requires_grad_(True) for x in qkv(rng, (count,), length))
-    plan = _tiles.BandPlan(length, window, causal, sequences=1, group_scores=2 * 2 * 32 * 160)
+    plan = _tiles.BandPlan(length, window, causal, sequences=1, group_scores=2 * 64 * 192)
     most_at_an_edge = 0
     for group in plan.query_groups():
         slices = atorch._sequence_slices(plan, count, group)
         sizes = [len(range(count)[s]) for s in slices]
         assert [n for s in slices for n in range(count)[s]] == list(range(count))
-        scores_per_sequence = group.count * plan.block * plan.span
-        if _tiles.rows_outside(plan.key_tiles(group)[0], length) == (0, 0):
+        tile = plan.key_tiles(group)[0]
+        scores_per_sequence = group.count * group.size * tile.span
+        if _tiles.rows_outside(tile, length) == (0, 0):
             assert sizes == [1] * count  # views of one sequence's rows
         else:
             assert max(sizes) == max(1, min(count, plan.group_scores // scores_per_sequence))
