@@ -63,9 +63,11 @@ BAND_BLOCK = 32
 #: (more Python per score), and a group's temporaries still fit in the processor's caches.
 #: NumPy's band, with several temporaries the size of the scores, ran 9% slower with 2**20.
 GROUP_SCORES = 2**19
-#: The same for PyTorch on the CPU, whose band keeps a single tile-sized buffer: groups of
-#: 2**20 scores ran 1–5% faster than 2**19 on a 2-core AMD EPYC (fewer groups, so less Python
-#: per call), at L = 4096 … 32768 with 4 heads; 2**21 no faster again.
+#: The same for PyTorch on the CPU without gradients, where the band keeps a single tile-sized
+#: buffer: groups of 2**20 scores ran 1–5% faster than 2**19 on a 2-core AMD EPYC (fewer
+#: groups, so less Python per call), at L = 4096 … 32768 with 4 heads; 2**21 no faster again.
+#: A backward pass holds several temporaries of that size per group (with 2**20, one head at
+#: L = 8192 peaked at 30 MB instead of 19 MB), so with gradients the groups stay at 2**19.
 CPU_BAND_GROUP_SCORES = 2**20
 
 

@@ -574,7 +574,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
     if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
-        scores = _tiles.CPU_BAND_GROUP_SCORES
+        training = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
+        scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)
