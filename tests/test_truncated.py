@@ -180,6 +180,27 @@ def test_a_sequence_of_one_block_is_scored_with_the_others():
     torch.testing.assert_close(atorch.truncated_attention(q, k, v, 2), one_at_a_time)
 
 
+def test_the_cpu_takes_larger_groups_only_without_gradients(monkeypatch):
+    """Without gradients the CPU's groups hold ``CPU_BAND_GROUP_SCORES`` scores (fewer groups,
+    less Python per call); with them ``GROUP_SCORES``, because the backward pass keeps several
+    temporaries the size of a group's scores (lesson 08 measures that memory)."""
+    asked = []
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["group_scores"])
+        return _tiles.BandPlan(*args, **kwargs)
+
+    monkeypatch.setattr(_tiles, "band_plan", spy)
+    q = torch.randn(1, 100, 8)
+    atorch.truncated_attention(q, q, q, 40)
+    atorch.truncated_attention(q.requires_grad_(), q, q, 40)
+    with torch.no_grad():
+        atorch.truncated_attention(q, q, q, 40)
+    expected = [_tiles.CPU_BAND_GROUP_SCORES, _tiles.GROUP_SCORES, _tiles.CPU_BAND_GROUP_SCORES]
+    assert asked == expected
+    assert _tiles.CPU_BAND_GROUP_SCORES > _tiles.GROUP_SCORES
+
+
 def test_band_plans_are_made_once():
     """The same arguments give the same plan, so its tile masks (and a GPU's copies of them)
     are made on the first call only."""
