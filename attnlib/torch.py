@@ -269,10 +269,16 @@ def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
     batch = _batch(q, k, v)
     if mask is not None:
         mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
-    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+    if _needs_gradients(q, k, v):
         return _TiledAttention.apply(q, k, v, mask, scale, plan)
     out = _tiled_forward(*_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=False)[0]
     return out.reshape(*batch, *out.shape[-2:])
+
+
+def _needs_gradients(*tensors: torch.Tensor) -> bool:
+    """Whether autograd will want gradients of any of ``tensors`` (then the kernel keeps the
+    log-sum-exp and a backward pass follows)."""
+    return torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
 
 
 def _sequences(batch, *tensors) -> list[torch.Tensor]:
@@ -574,8 +580,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
     if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
-        training = torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))
-        scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
+        scores = _tiles.GROUP_SCORES if _needs_gradients(q, k, v) else _tiles.CPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)
