@@ -13,8 +13,9 @@ Four tables:
 2. **Truncated vs dense** (H=4, d=64, window 64, L = 4096 … 32768): time of
    ``truncated_attention`` against ``F.scaled_dot_product_attention`` with a window mask, the
    speed-up as a share of its bound ``L/(2w+1)`` (the ratio of the scores each computes), the
-   exponent of time against L fitted over the lengths, and the peak memory of each call,
-   measured in a fresh process (CPU: growth of the resident set; CUDA: the allocator's peak).
+   exponent of time against L fitted over the lengths (for the band, all lengths timed in the
+   same rounds), and the peak memory of each call, measured in a fresh process (CPU: growth
+   of the resident set; CUDA: the allocator's peak).
 3. **Tiled exact attention** (``tiled_attention``, the FlashAttention algorithm, with its
    default blocks: 256 × 256 on the CPU, larger on a GPU): its time against
    ``F.scaled_dot_product_attention`` (B=1, H=4, L=8192, d=64), and its peak memory
@@ -306,16 +307,16 @@ def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) 
         f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up':>10}{'of bound':>10}"
         f"{'dense MiB':>11}{'trunc. MiB':>12}{'trunc. / one L×L':>18}",
     ]
-    measured = {"dense": ([], []), "truncated": ([], [])}
+    dense_lengths, dense_seconds = [], []  # for the exponent of dense attention
     for length in lengths:
         kinds = ["truncated"] + (["dense"] if dense_fits(length, device) else [])
         calls = {kind: band_call(kind, length, device) for kind in kinds}
         long_run = length >= 16384  # one round is enough for calls of seconds
         times = median_seconds(calls, 1 if long_run else repeats, device, least=least)
         peaks = {kind: peak_bytes(kind, length, device) for kind in kinds}
-        for kind in kinds:
-            measured[kind][0].append(length)
-            measured[kind][1].append(times[kind])
+        if "dense" in times:
+            dense_lengths.append(length)
+            dense_seconds.append(times["dense"])
         one_matrix = length * length * 4
         dense_ms = f"{times['dense'] * 1e3:>11.1f}" if "dense" in times else f"{'(skipped)':>11}"
         speed_up, of_bound = f"{'':>10}", f"{'':>10}"
@@ -333,14 +334,27 @@ def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) 
         f"  of bound: the speed-up as a share of L/(2·{WINDOW}+1), the ratio of the scores each "
         "computes"
     )
-    for kind in ("truncated", "dense"):
-        lengths_seen, seconds = measured[kind]
-        if len(lengths_seen) >= 2:
-            exponent = fitted_exponent(lengths_seen, seconds)
-            lines.append(
-                f"  time ∝ L^{exponent:.2f} for {kind} attention (fitted over {lengths_seen})"
-            )
+    if len(lengths) >= 2:
+        seconds = band_seconds(lengths, repeats, device, least)
+        lines.append(
+            f"  time ∝ L^{fitted_exponent(lengths, seconds):.2f} for truncated attention "
+            f"(fitted over {list(lengths)}, all lengths timed in the same rounds)"
+        )
+    if len(dense_lengths) >= 2:
+        lines.append(
+            f"  time ∝ L^{fitted_exponent(dense_lengths, dense_seconds):.2f} for dense attention "
+            f"(fitted over {dense_lengths}, the times above)"
+        )
     return lines
+
+
+def band_seconds(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[float]:
+    """``truncated_attention``'s time at each length, all lengths timed in the same interleaved
+    rounds: an exponent fitted to times taken minutes apart (as the table's are, between calls
+    of dense attention) measures the machine's drift as well as the band's growth."""
+    calls = {length: band_call("truncated", length, device) for length in lengths}
+    times = median_seconds(calls, repeats, device, least=least)
+    return [times[length] for length in lengths]
 
 
 # --------------------------------------------------------------------------- tiled attention

@@ -56,3 +56,19 @@ def test_peak_memory_of_tiled_attention_is_far_below_one_square_matrix():
 def test_fitted_exponent():
     lengths = np.array([1000, 2000, 4000])
     assert abs(bench.fitted_exponent(lengths, 3e-6 * lengths**1.5) - 1.5) < 1e-9
+
+
+def test_the_bands_exponent_times_every_length_in_the_same_rounds(monkeypatch):
+    """All lengths are candidates of one interleaved measurement, so that a machine that slows
+    down halfway does not bend the fitted exponent."""
+    measured = []
+    real = bench.median_seconds
+
+    def spy(candidates, *args, **kwargs):
+        measured.append(list(candidates))
+        return real(candidates, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "median_seconds", spy)
+    seconds = bench.band_seconds((256, 512, 1024), repeats=1, device=torch.device("cpu"))
+    assert measured == [[256, 512, 1024]]
+    assert len(seconds) == 3 and all(s > 0 for s in seconds)
