@@ -18,12 +18,27 @@ Conventions, kept by every function in both backends:
 * **A query with nothing to attend to** gets zero weights and a zero output, never NaN.
 * **Bad input** raises ``ValueError`` or ``TypeError`` with a message that names the
   argument, the shape it got and the shape it needed. Each public call checks its input once.
-  NaN and infinite values are found in NumPy arrays and CPU tensors; tensors on a GPU are not
-  scanned for them, because reading the answer back would make the computer wait for the GPU
-  on every call (there a NaN in the input gives NaN in the output, as in PyTorch's layers).
+  In the PyTorch backend ``q``, ``k`` and ``v`` (a layer's ``query``, ``key`` and ``value``)
+  must share one float dtype, or a ``TypeError`` names each one's dtype; NumPy promotes them
+  to the wider one. NaN and infinite values are found in NumPy arrays and CPU tensors;
+  tensors on a GPU are not scanned for them, because reading the answer back would make the
+  computer wait for the GPU on every call (there a NaN in the input gives NaN in the output,
+  as in PyTorch's layers).
 
-The other modules: ``attnlib.plot`` (figures), ``attnlib.data`` (small synthetic data made in
-code, nothing is downloaded) and ``attnlib.exercises`` (the answer checkers of the lessons).
+**Random weights are drawn per backend.** A layer draws its weights from ``seed``: the NumPy
+layers with NumPy's generator, ``numpy.random.default_rng(seed)``, and ``seed=0`` by default
+(the same weights every time); the PyTorch layers with a ``torch.Generator`` seeded with
+``seed``, and by default (``seed=None``) from PyTorch's global generator
+(``torch.manual_seed``). So the same seed gives different weights in the two backends. For
+identical weights, copy them from one ``torch.nn`` module with ``from_torch``, which both
+backends' ``MultiHeadAttention``, ``LayerNorm``, ``FeedForward``, ``TransformerEncoderBlock``
+and ``TransformerDecoderBlock`` have.
+
+The other modules: ``attnlib.plot`` (figures), ``attnlib.data`` (small datasets, made in code
+or shipped with a package: nothing is downloaded), ``attnlib.exercises`` (the answer checkers
+of the lessons), ``attnlib.progress`` (the progress bar of the lessons' training loops) and
+``attnlib.bench`` (timing and peak-memory helpers; ``python -m attnlib.bench`` times attnlib
+against PyTorch's own kernels).
 """
 
 __version__ = "0.1.0"

@@ -2,7 +2,8 @@
 
 They only look at ``.shape`` and ``.dtype``, so the same messages come out of the NumPy and
 the PyTorch path. Every message names the function, the argument, the shape it got and the
-shape it needed.
+shape it needed. One rule is the PyTorch path's own: float tensors that meet in one product
+must share a dtype (``require_same_dtype``), where NumPy promotes them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,32 @@ def require_float(fn: str, name: str, x) -> None:
             f"(shape {shape_str(x)}). Convert it first, e.g. {name}.astype(float) "
             f"or {name}.float()."
         )
+
+
+def require_same_dtype(fn: str, named: dict) -> None:
+    """Raise TypeError unless the tensors in ``named`` (name: tensor) share one dtype.
+
+    PyTorch does not promote across dtypes in a product: ``q @ k.mT`` with ``q`` float32 and
+    ``k`` float64 raises its own RuntimeError, naming neither the function nor the arguments.
+    NumPy arrays are let through: NumPy promotes float32 with float64 to float64. Boolean masks
+    are not passed here: their dtype is their own.
+    """
+    tensors = list(named.values())
+    dtype = tensors[0].dtype
+    if all(x.dtype == dtype for x in tensors[1:]) or isinstance(tensors[0], np.ndarray):
+        return
+    got = ", ".join(f"{name} {str(x.dtype).removeprefix('torch.')}" for name, x in named.items())
+    first, other = next(iter(named)), next(name for name, x in named.items() if x.dtype != dtype)
+    raise TypeError(
+        f"{fn}: {names_and(named)} must have the same dtype; got {got}. "
+        f"Convert them to one first, e.g. {other}.to({first}.dtype)."
+    )
+
+
+def names_and(names) -> str:
+    """``q, k and v`` for the names ``q``, ``k``, ``v``."""
+    *first, last = names
+    return f"{', '.join(first)} and {last}" if first else last
 
 
 def require_finite(fn: str, name: str, x, allow_negative_inf: bool = False) -> None:
@@ -185,18 +212,20 @@ def batch_shape(fn: str, **named) -> tuple[int, ...]:
     ValueError naming them all."""
     batch = broadcast_shapes(*(x.shape[:-2] for x in named.values()))
     if batch is None:
-        *first, last = named
-        names = f"{', '.join(first)} and {last}"
         shapes = ", ".join(f"{name}.shape={shape_str(x)}" for name, x in named.items())
-        raise ValueError(f"{fn}: the batch dimensions of {names} do not broadcast; got {shapes}")
+        raise ValueError(
+            f"{fn}: the batch dimensions of {names_and(named)} do not broadcast; got {shapes}"
+        )
     return batch
 
 
 def check_query_key(fn: str, q, k) -> None:
     """``q (..., L_q, d_k)`` and ``k (..., L_k, d_k)``: same d_k, batch dims that broadcast,
-    finite values."""
+    one dtype (tensors), finite values."""
     _query_key_shapes(fn, q, k)
-    require_all_finite(fn, {"q": q, "k": k})
+    named = {"q": q, "k": k}
+    require_same_dtype(fn, named)
+    require_all_finite(fn, named)
 
 
 def _query_key_shapes(fn: str, q, k) -> None:
@@ -214,10 +243,13 @@ def _query_key_shapes(fn: str, q, k) -> None:
 
 
 def check_attention(fn: str, q, k, v, mask) -> None:
-    """All the shape, dtype and value rules of ``attention(q, k, v, mask)``."""
+    """All the shape, dtype and value rules of ``attention(q, k, v, mask)``: q, k and v of one
+    dtype (tensors), a boolean mask."""
     _query_key_shapes(fn, q, k)
     require_ndim(fn, "v", v, 2, "(..., L_k, d_v)")
     require_float(fn, "v", v)
+    named = {"q": q, "k": k, "v": v}
+    require_same_dtype(fn, named)
     if v.shape[-2] != k.shape[-2]:
         raise ValueError(
             f"{fn}: v must have one row per key (L_k={k.shape[-2]}); "
@@ -226,17 +258,18 @@ def check_attention(fn: str, q, k, v, mask) -> None:
     batch = batch_shape(fn, q=q, k=k, v=v)
     if mask is not None:
         check_mask(fn, mask, (*batch, q.shape[-2], k.shape[-2]))
-    require_all_finite(fn, {"q": q, "k": k, "v": v})
+    require_all_finite(fn, named)
 
 
 def check_additive(fn: str, q, k, w_q, w_k, w) -> None:
     """Shapes of additive scoring: ``q (..., L_q, d_q)``, ``k (..., L_k, d_k)``,
-    ``w_q (d_q, h)``, ``w_k (d_k, h)``, ``w (h,)``."""
+    ``w_q (d_q, h)``, ``w_k (d_k, h)``, ``w (h,)``; all of one dtype (tensors)."""
     require_ndim(fn, "q", q, 2, "(..., L_q, d_q)")
     require_ndim(fn, "k", k, 2, "(..., L_k, d_k)")
     named = {"q": q, "k": k, "w_q": w_q, "w_k": w_k, "w": w}
     for name, x in named.items():
         require_float(fn, name, x)
+    require_same_dtype(fn, named)
     require_all_finite(fn, named)
     d_q, d_k = q.shape[-1], k.shape[-1]
     hidden = w.shape[0] if w.ndim == 1 else "h"
@@ -347,10 +380,12 @@ def check_merge_heads(fn: str, x) -> None:
 
 
 def check_multihead_input(fn: str, query, key, value, d_model: int) -> None:
-    """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``; finite values."""
+    """Query ``(..., L_q, d_model)``; key and value ``(..., L_k, d_model)``; one dtype
+    (tensors); finite values."""
     named = {"query": query, "key": key, "value": value}
     for name, x in named.items():
         _layer_input_shape(fn, x, d_model, name)
+    require_same_dtype(fn, named)
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"{fn}: key and value must have the same length L_k; "
@@ -405,9 +440,15 @@ def check_positions(fn: str, length, max_len: int) -> None:
         )
 
 
-def check_rank(fn: str, length, rank) -> None:
-    """A low-rank projection mixes ``length`` tokens into ``1 <= rank <= length`` rows."""
-    require_positive_int(fn, "length" if fn == "segment_means" else "max_len", length)
+def check_rank(fn: str, length, rank, length_name: str | None = None) -> None:
+    """A low-rank projection mixes ``length`` tokens into ``1 <= rank <= length`` rows.
+
+    ``length_name`` is the caller's name for ``length`` in messages. Left out, it is "length"
+    for ``segment_means`` and "max_len" otherwise (the layers' name), as for callers that do
+    not pass it yet."""
+    if length_name is None:
+        length_name = "length" if fn == "segment_means" else "max_len"
+    require_positive_int(fn, length_name, length)
     require_positive_int(fn, "rank", rank)
     if rank > length:
         raise ValueError(f"{fn}: rank={rank} must not exceed the number of tokens, {length}")

@@ -26,6 +26,8 @@ Four tables:
    d_ff=1024, no dropout): forward (evaluation mode, no gradients: PyTorch takes its fused
    fast path) and forward+backward (training mode).
 
+Run it from a shell::
+
     python -m attnlib.bench            # the full run, about two minutes on 2 cores
     python -m attnlib.bench --quick    # small sizes, a few seconds
 """
@@ -48,6 +50,20 @@ import torch.nn.functional as F
 from . import _tiles
 from . import numpy as attn_np
 from . import torch as attn_torch
+
+__all__ = [
+    "seconds_of",
+    "median_seconds",
+    "band_call",
+    "one_head_call",
+    "peak_bytes",
+    "peak_bytes_by_length",
+    "fitted_exponent",
+    "dense_table",
+    "band_table",
+    "tiled_table",
+    "encoder_table",
+]
 
 FULL = {
     "dense_length": 1024,
@@ -76,7 +92,11 @@ MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 102
 
 def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.0) -> float:
     """Wall time of one call of ``fn()``, waiting for the GPU where there is one: the median of
-    as many back-to-back calls as last ``least`` seconds (one call when it takes longer)."""
+    as many back-to-back calls as last ``least`` seconds (one call when it takes longer).
+
+    >>> seconds_of(lambda: sum(range(1000)), torch.device("cpu"), least=0.01) > 0
+    True
+    """
     first = time.perf_counter()
     calls = []
     while not calls or time.perf_counter() - first < least:
@@ -91,7 +111,8 @@ def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.
 def median_seconds(
     candidates: dict, repeats: int, device: torch.device, pause: float = 0.05, least: float = 0.0
 ) -> dict[str, float]:
-    """Median time of each candidate, timed in interleaved rounds after one warm-up round.
+    """Median time of each candidate, timed in interleaved rounds after one warm-up round:
+    ``candidates`` ``{name: fn}`` (functions of no arguments) → ``{name: seconds}``.
 
     Interleaving (A, B, C, A, B, C, ...) exposes every candidate to the same slow and fast
     moments of a busy machine, which keeps the ratios steady even when the times are not.
@@ -101,6 +122,10 @@ def median_seconds(
     to back for at least that long and keeps the median call (``seconds_of``): on a virtual
     machine the first call after a pause can take milliseconds longer (the processors wake
     up), which would swamp a short call.
+
+    >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
+    >>> sorted(median_seconds(calls, repeats=3, device=torch.device("cpu"), pause=0.0))
+    ['max', 'sum']
     """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + 1):
@@ -113,6 +138,8 @@ def median_seconds(
 
 
 def random_qkv(shape: tuple[int, ...], device: torch.device):
+    """Three random float32 tensors of ``shape`` on ``device``, q, k and v: the same ones on
+    every call (seed 0)."""
     generator = torch.Generator().manual_seed(0)
     return tuple(torch.randn(shape, generator=generator).to(device) for _ in range(3))
 
@@ -127,7 +154,8 @@ def unfused_reference(q, k, v):
 
 
 def dense_table(length: int, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
-    """Dense attention at B=1, H=8: each implementation against its reference."""
+    """Table 1, dense attention at B=1, H=8, ``length`` tokens: each implementation against
+    its reference, and the fused kernel's rate. Returns the lines of the table."""
     q, k, v = random_qkv((1, DENSE_HEADS, length, HEAD_DIM), device)
     q_np, k_np, v_np = (t.cpu().numpy() for t in (q, k, v))
     square = torch.randn(MATMUL_SIZE, MATMUL_SIZE, generator=torch.Generator().manual_seed(1))
@@ -200,7 +228,13 @@ def dense_table(length: int, repeats: int, device: torch.device, least: float = 
 
 
 def band_call(kind: str, length: int, device: torch.device) -> Callable[[], object]:
-    """The call to time: ``truncated`` attention, or ``dense`` SDPA with a window mask."""
+    """The call to time: a function of no arguments that runs ``truncated_attention`` (``kind``
+    "truncated") or ``F.scaled_dot_product_attention`` with a ``window_mask`` ("dense") on
+    random float32 q, k and v ``(1, 4, length, 64)``, window 64, made once on ``device``.
+
+    >>> band_call("truncated", 256, torch.device("cpu"))().shape
+    torch.Size([1, 4, 256, 64])
+    """
     q, k, v = random_qkv((1, BAND_HEADS, length, HEAD_DIM), device)
     if kind == "truncated":
         return lambda: attn_torch.truncated_attention(q, k, v, WINDOW)
@@ -218,8 +252,15 @@ ONE_HEAD = {
 
 
 def one_head_call(kind: str, length: int, device: torch.device) -> Callable[[], object]:
-    """One head (d=64, float32) through ``ONE_HEAD[kind]``; ``kind + "+backward"`` also runs
-    the backward pass (gradients of q, k and v)."""
+    """A function of no arguments that runs one head of attention on random float32 q, k and v
+    ``(1, 1, length, 64)``, one of four ways (``ONE_HEAD``): "explicit" (``attention``, which
+    keeps the L×L weights), "sdpa" (PyTorch's fused kernel), "tiled" (``tiled_attention``) or
+    "band" (``truncated_attention``, window 64). ``kind + "+backward"`` (e.g.
+    "tiled+backward") runs the backward pass too (gradients of q, k and v).
+
+    >>> one_head_call("tiled", 128, torch.device("cpu"))().shape
+    torch.Size([1, 1, 128, 64])
+    """
     name, _, backward = kind.partition("+")
     q, k, v = (
         x.requires_grad_(bool(backward)) for x in random_qkv((1, 1, length, HEAD_DIM), device)
@@ -230,12 +271,16 @@ def one_head_call(kind: str, length: int, device: torch.device) -> Callable[[], 
 
 
 def peak_bytes(kind: str, length: int, device: torch.device) -> int:
-    """Peak memory of one call, measured in a fresh Python process (see ``_measure_peak``)."""
+    """Bytes that one call adds at its peak, measured in a fresh Python process: the call of
+    ``band_call(kind, length, device)`` for ``kind`` "dense" or "truncated", else of
+    ``one_head_call(kind, length, device)``. On CUDA the allocator's peak; on the CPU (Linux)
+    the growth of the resident set (``peak_bytes_by_length`` says how)."""
     return peak_bytes_by_length(kind, [length], device)[0]
 
 
 def peak_bytes_by_length(kind: str, lengths, device: torch.device) -> list[int]:
-    """Peak memory of one call at each length, shortest first, in one fresh Python process.
+    """``peak_bytes`` at each length of ``lengths``, measured shortest first in one fresh
+    Python process.
 
     The C library is told to hand every block of 64 KiB or more back to the system as soon as
     it is freed (``MALLOC_MMAP_THRESHOLD_``, glibc), so a call cannot quietly reuse memory the
@@ -295,12 +340,21 @@ def dense_fits(length: int, device: torch.device) -> bool:
 
 
 def fitted_exponent(lengths, seconds) -> float:
-    """The slope of log(time) against log(L): 1 for linear cost, 2 for quadratic."""
+    r"""The slope of log(time) against log(L): 1 for linear cost, 2 for quadratic.
+
+    .. math:: \log t \approx p \log L + c, \quad \text{that is} \quad t \approx e^{c} L^{p}
+
+    ``p`` fitted by least squares; ``lengths`` and ``seconds`` hold one entry per length.
+
+    >>> round(fitted_exponent([1024, 2048, 4096], [0.01, 0.04, 0.16]), 6)
+    2.0
+    """
     return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
 
 def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
-    """Truncated vs dense-with-window-mask attention over ``lengths``."""
+    """Table 2, truncated vs dense-with-window-mask attention over ``lengths``: time, speed-up,
+    peak memory and the exponent of time against L. Returns the lines of the table."""
     lines = [
         f"Truncated vs dense attention: B=1, H={BAND_HEADS}, d={HEAD_DIM}, "
         f"window {WINDOW}, float32",
@@ -363,7 +417,8 @@ def band_seconds(lengths, repeats: int, device: torch.device, least: float = 0.0
 def tiled_table(
     length: int, memory_length: int, repeats: int, device: torch.device, least: float = 0.0
 ) -> list[str]:
-    """Tiled exact attention: time against the fused kernel, peak memory against L²."""
+    """Table 3, tiled exact attention: time against the fused kernel at ``length``, peak memory
+    of one head at ``memory_length`` against one L×L matrix. Returns the lines of the table."""
     q, k, v = random_qkv((1, BAND_HEADS, length, HEAD_DIM), device)
     calls = {
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
@@ -399,7 +454,8 @@ def tiled_table(
 def encoder_table(
     batch: int, length: int, d_model: int, repeats: int, device, least: float = 0.0
 ) -> list[str]:
-    """attnlib's encoder block against ``nn.TransformerEncoderLayer``, same weights."""
+    """Table 4, attnlib's encoder block against ``nn.TransformerEncoderLayer`` with the same
+    weights, forward and forward+backward. Returns the lines of the table."""
     torch.manual_seed(0)
     heads, d_ff = 8 if d_model >= 64 else 2, 4 * d_model
     reference = torch.nn.TransformerEncoderLayer(
@@ -453,6 +509,8 @@ def encoder_table(
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line, ``python -m attnlib.bench [--quick] [--device DEVICE]``: prints the
+    four tables."""
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.bench", description=__doc__.split("\n")[0]
     )

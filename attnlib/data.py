@@ -22,6 +22,26 @@ import numpy as np
 
 from . import _checks
 
+__all__ = [
+    "royal_embeddings",
+    "word_embeddings",
+    "WORD_FEATURES",
+    "tagging_corpus",
+    "TAGS",
+    "AMBIGUOUS_WORDS",
+    "speech_like_signal",
+    "frame_signal",
+    "frame_features",
+    "Graph",
+    "ethanol",
+    "example_graph",
+    "date_examples",
+    "DATE_LOCALES",
+    "DATE_FORMATS",
+    "digit_images",
+    "karate_club",
+]
+
 # --------------------------------------------------------------------------- word vectors
 
 ROYAL_EMBEDDINGS = {
@@ -30,6 +50,7 @@ ROYAL_EMBEDDINGS = {
     "dog": (0.01, 0.02, 0.02),
 }
 
+#: What each dimension of ``word_embeddings`` means.
 WORD_FEATURES = ("animal", "plant", "man-made", "large")
 WORD_EMBEDDINGS = {
     "apple": (0.00, 0.95, 0.05, 0.10),
@@ -61,7 +82,9 @@ def word_embeddings() -> dict[str, np.ndarray]:
 
 # --------------------------------------------------------------------------- tagging corpus
 
+#: The part-of-speech tags of ``tagging_corpus``: pronoun, verb, determiner, adjective, noun.
 TAGS = ("PRON", "VERB", "DET", "ADJ", "NOUN")
+#: The words of ``tagging_corpus`` that occur both as a VERB and as a NOUN.
 AMBIGUOUS_WORDS = ("saw", "duck", "fly", "watch")
 _LEXICON = {
     "PRON": ("i", "you", "we", "they"),
@@ -166,6 +189,9 @@ def frame_features(frames, num_bands: int = 16) -> np.ndarray:
 
     A (much) simplified filter bank: Hann window, power spectrum, band sums, log.
     ``(num_frames, W)`` → ``(num_frames, num_bands)``: one vector per frame.
+
+    >>> frame_features(frame_signal(speech_like_signal(0.5)[0])).shape   # 48 frames
+    (48, 16)
     """
     frames = np.asarray(frames)
     spectrum = np.abs(np.fft.rfft(frames * np.hanning(frames.shape[-1]), axis=-1)) ** 2
@@ -177,11 +203,20 @@ def frame_features(frames, num_bands: int = 16) -> np.ndarray:
 
 
 class Graph(NamedTuple):
-    """Nodes with feature vectors (rows of ``features``) and undirected ``edges``."""
+    """Nodes with feature vectors (rows of ``features``) and undirected ``edges``.
 
+    >>> mol = ethanol()
+    >>> mol.node_names[:3], mol.features.shape, mol.edges[0]
+    (['C0', 'C1', 'O2'], (9, 3), (0, 1))
+    """
+
+    #: The names of the N nodes.
     node_names: list[str]
+    #: The names of the F features.
     feature_names: list[str]
+    #: One feature vector per node, ``(N, F)``.
     features: np.ndarray
+    #: Pairs ``(i, j)`` of 0-based node indices, each undirected edge listed once.
     edges: list[tuple[int, int]]
 
 
@@ -221,11 +256,13 @@ def example_graph(num_features: int = 4, seed: int = 0) -> Graph:
 
 # --------------------------------------------------------------------------- real data
 
-#: The locales whose date formats ``date_examples`` uses (CLDR names), and the formats.
+#: The locales whose dates ``date_examples`` writes (CLDR names).
 DATE_LOCALES = (
     *("en_US", "en_GB", "fr", "de", "es", "it", "pt_BR", "nl", "sv", "pl"),
     *("ru", "zh", "ja", "ko", "tr", "fi", "cs", "hu", "vi", "id"),
 )
+#: The CLDR date formats that ``date_examples`` uses: in ``en_US``, from "3/8/20" (short) to
+#: "Sunday, March 8, 2020" (full).
 DATE_FORMATS = ("short", "medium", "long", "full")
 #: Dates are drawn from these 100 years: exactly the years that a two-digit year ("26")
 #: stands for under the POSIX rule that Python's strptime uses (69-99: 19xx, 00-68: 20xx).
@@ -240,7 +277,8 @@ def date_examples(
     Each source is ``"<locale>|<date>"``, the date formatted by the Unicode CLDR's rules for
     that locale and format (the tables ``babel`` ships); the locale is part of the input
     because "03/04/26" is the 4th of March in ``en_US`` and the 3rd of April in ``en_GB``.
-    The target is ``"YYYY-MM-DD"``. Returns a list of ``(source, target)`` pairs.
+    The target is ``"YYYY-MM-DD"``. The dates lie in 1969–2068, the years a two-digit year
+    stands for. Returns a list of ``(source, target)`` pairs.
 
     >>> for source, target in date_examples(3, seed=1, locales=("en_US", "fr", "zh")):
     ...     print(source, "->", target)

@@ -31,11 +31,14 @@ __all__ = [
     "linear_attention",
     "linear_attention_recurrent",
     "low_rank_attention",
+    "segment_means",
+    "LowRankSelfAttention",
     "causal_mask",
     "padding_mask",
     "window_mask",
     "graph_mask",
     "sinusoidal_positional_encoding",
+    "LearnedPositionalEmbedding",
     "SelfAttention",
     "split_heads",
     "merge_heads",
@@ -187,16 +190,18 @@ def _attention(q, k, v, mask, scale, need_weights):
 
 
 def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None) -> np.ndarray:
-    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
-    FlashAttention algorithm (Dao et al., 2022), with the online softmax.
+    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array:
+    FlashAttention (Dao et al., 2022) in the loop order of FlashAttention-2 (Dao, 2023), with
+    the online softmax.
 
     .. math:: m \leftarrow \max(m, \max_j s_j), \quad
               \ell \leftarrow e^{m_{\text{old}} - m}\,\ell + \textstyle\sum_j e^{s_j - m}, \quad
               y \leftarrow e^{m_{\text{old}} - m}\,y + \textstyle\sum_j e^{s_j - m} v_j,
               \qquad \text{output} = y / \ell
 
-    Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
-    maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y``. The result equals
+    Blocks of ``block_q`` queries (the outer loop) meet tiles of ``block_k`` keys (the inner
+    loop); each query row keeps a running maximum ``m``, a running sum ``ℓ`` and an
+    unnormalised output ``y``, divided by ``ℓ`` once, after its last tile. The result equals
     ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10); a fully masked row gives zeros.
     The blocks are 256 × 256 unless given.
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+__all__ = ["heatmap", "attention_heatmap"]
+
 
 def to_numpy(x) -> np.ndarray:
     """An array from an array, a list or a tensor (detached and moved to the CPU)."""
@@ -33,8 +35,15 @@ def heatmap(
 ):
     """Draw a 2-d ``matrix`` (rows × columns) with labelled axes and, optionally, its values.
 
-    Values are printed (in ``fmt``, at ``fontsize``) in white on dark cells and black on
-    light ones. Extra keyword arguments go to ``imshow`` (``vmin``, ``vmax``...). Returns the Axes.
+    ``matrix`` is ``(rows, columns)``, an array or a tensor; ``row_labels`` and ``col_labels``
+    hold one label per row and per column. Values are printed (in ``fmt``, at ``fontsize``) in
+    white on dark cells and black on light ones. Extra keyword arguments go to ``imshow``
+    (``vmin``, ``vmax``...). Draws on ``ax`` (a new figure without one); returns the Axes.
+
+    >>> ax = heatmap(np.eye(2), row_labels=["a", "b"], col_labels=["x", "y"])
+    >>> [t.get_text() for t in ax.get_yticklabels()], len(ax.texts)
+    (['a', 'b'], 4)
+    >>> plt.close(ax.figure)
     """
     matrix = to_numpy(matrix)
     if matrix.ndim != 2:
@@ -78,8 +87,15 @@ def attention_heatmap(
 ):
     """Attention weights as a heatmap: one row per query token, one column per key token.
 
-    ``weights`` is ``(L_q, L_k)``; ``keys`` defaults to ``queries`` (self-attention). Each row
-    sums to 1, so the colour scale is fixed to [0, 1] to make figures comparable.
+    ``weights`` is ``(L_q, L_k)``, ``queries`` its ``L_q`` row labels and ``keys`` its ``L_k``
+    column labels (by default ``queries``: self-attention). Each row sums to 1, so the colour
+    scale is fixed to [0, 1] to make figures comparable. Other keyword arguments go to
+    ``heatmap``.
+
+    >>> ax = attention_heatmap(np.array([[1.0, 0.0], [0.5, 0.5]]), ["I", "saw"])
+    >>> ax.get_xlabel(), ax.get_ylabel()
+    ('key (attended to)', 'query (attending)')
+    >>> plt.close(ax.figure)
     """
     ax = heatmap(
         weights,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnlib import _checks
 from attnlib import numpy as anp
 from attnlib import torch as atorch
 
@@ -122,6 +123,21 @@ BACKENDS = pytest.mark.parametrize("b", [anp, atorch], ids=["numpy", "torch"])
         ),
         (lambda b: b.SelfAttention(4, d_k=0), ValueError, ["SelfAttention", "d_k must be >= 1"]),
         (
+            lambda b: b.segment_means(0, 1),
+            ValueError,
+            ["segment_means", "length must be >= 1", "length=0"],
+        ),
+        (
+            lambda b: b.LowRankSelfAttention(4, max_len=0, rank=1),
+            ValueError,
+            ["LowRankSelfAttention", "max_len must be >= 1", "max_len=0"],
+        ),
+        (
+            lambda b: b.LowRankSelfAttention(4, max_len=4, rank=5),
+            ValueError,
+            ["LowRankSelfAttention", "rank=5 must not exceed the number of tokens, 4"],
+        ),
+        (
             lambda b: b.SelfAttention(4)(*arrays(b, (2, 5, 3))),
             ValueError,
             ["SelfAttention", "(..., L, d_model=4)", "x.shape=(2, 5, 3)"],
@@ -167,3 +183,108 @@ def test_plot_heatmap_checks_labels():
         plot.heatmap(np.zeros((3, 3)), row_labels=["a", "b"])
     with pytest.raises(ValueError, match="matrix must be 2-d"):
         plot.heatmap(np.zeros(3))
+
+
+T32, T64 = torch.float32, torch.float64
+
+
+def tensors(*dtypes, shape=(5, 4)):
+    """Zero tensors of ``shape``, one of each dtype."""
+    return [torch.zeros(shape, dtype=dtype) for dtype in dtypes]
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (
+            lambda: atorch.attention(*tensors(T32, T64, T32)),
+            [
+                "attention: q, k and v must have the same dtype",
+                "got q float32, k float64, v float32",
+            ],
+        ),
+        (
+            lambda: atorch.attention(*tensors(T32, T32, T64), need_weights=False),
+            ["attention: q, k and v must have the same dtype", "v float64"],
+        ),
+        (
+            lambda: atorch.attention(*tensors(T64, T32, T32), atorch.causal_mask(5)),
+            ["attention: q, k and v must have the same dtype", "q float64, k float32, v float32"],
+        ),
+        (
+            lambda: atorch.tiled_attention(*tensors(T32, T32, T64), block_q=2),
+            ["tiled_attention: q, k and v must have the same dtype", "v float64"],
+        ),
+        (
+            lambda: atorch.truncated_attention(*tensors(T32, T64, T32), window=1),
+            ["truncated_attention: q, k and v must have the same dtype", "k float64"],
+        ),
+        (
+            lambda: atorch.linear_attention(*tensors(T32, torch.float16, T32)),
+            ["linear_attention: q, k and v must have the same dtype", "k float16"],
+        ),
+        (
+            lambda: atorch.linear_attention_recurrent(*tensors(T64, T32, T32)),
+            ["linear_attention_recurrent: q, k and v must have the same dtype", "q float64"],
+        ),
+        (
+            lambda: atorch.low_rank_attention(*tensors(T32, T64, T32), atorch.segment_means(5, 2)),
+            ["low_rank_attention: q, k and v must have the same dtype", "k float64"],
+        ),
+        (
+            lambda: atorch.dot_product_scores(*tensors(T32, T64)),
+            ["dot_product_scores: q and k must have the same dtype", "got q float32, k float64"],
+        ),
+        (
+            lambda: atorch.additive_scores(
+                *tensors(T32, T32), *tensors(T32, T64, shape=(4, 4)), torch.ones(4)
+            ),
+            [
+                "additive_scores: q, k, w_q, w_k and w must have the same dtype",
+                "w_q float32, w_k float64, w float32",
+            ],
+        ),
+        (
+            lambda: atorch.MultiHeadAttention(4, 2)(*tensors(T32, T64, T64)),
+            ["MultiHeadAttention: query, key and value must have the same dtype", "key float64"],
+        ),
+        (
+            lambda: atorch.TransformerDecoderBlock(4, 2, 8)(*tensors(T32, T64)),
+            ["TransformerDecoderBlock", "must have the same dtype", "float32", "float64"],
+        ),
+    ],
+)
+def test_torch_backend_refuses_mixed_float_dtypes(call, words):
+    """PyTorch does not promote q @ k.mT across dtypes: it would raise its own RuntimeError,
+    which names neither the function nor the arguments."""
+    with pytest.raises(TypeError) as caught:
+        call()
+    message = str(caught.value)
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q, k, v: anp.attention(q, k, v)[0],
+        lambda q, k, v: anp.tiled_attention(q, k, v, block_q=2),
+        lambda q, k, v: anp.truncated_attention(q, k, v, window=1),
+        lambda q, k, v: anp.linear_attention(q, k, v),
+        lambda q, k, v: anp.MultiHeadAttention(4, 2)(q, k, v)[0],
+    ],
+)
+def test_numpy_backend_promotes_mixed_float_dtypes(call):
+    q, k, v = (np.ones((5, 4), dtype) for dtype in (np.float32, np.float64, np.float32))
+    assert call(q, k, v).dtype == np.float64  # as NumPy itself does
+
+
+def test_a_boolean_mask_does_not_count_as_a_dtype_of_its_own():
+    q, k, v = tensors(T64, T64, T64)
+    out, _ = atorch.attention(q, k, v, mask=atorch.causal_mask(5))
+    assert out.dtype == T64
+
+
+def test_check_rank_names_the_length_as_its_caller_says():
+    with pytest.raises(ValueError, match="num_tokens must be >= 1; got num_tokens=0"):
+        _checks.check_rank("f", 0, 1, length_name="num_tokens")

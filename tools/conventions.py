@@ -36,11 +36,12 @@ EXERCISE_TAG = "exercise"
 SOLUTION_TAG = "solution"
 #: Output that depends on the machine (a timing, the digits of a training run): not compared.
 IGNORE_OUTPUT_TAG = "nbval-ignore-output"
-#: Cell metadata of a solution cell: the label of its dropdown in the HTML book.
+#: Cell metadata of the setup cell: the label of its dropdown in the HTML book.
 SETUP_METADATA = {
     "code_prompt_show": "Show the Colab setup cell",
     "code_prompt_hide": "Hide the Colab setup cell",
 }
+#: Cell metadata of a solution cell: the label of its dropdown in the HTML book.
 SOLUTION_METADATA = {
     "code_prompt_show": "Show the solution",
     "code_prompt_hide": "Hide the solution",
