@@ -21,6 +21,9 @@ A tile is described by key rows ``start … stop − 1`` (negative or past the e
 edges: those rows are zero padding, masked) cut into ``count`` overlapping windows of
 ``span`` rows, ``step`` rows apart: window ``c`` serves query block ``c`` of the group.
 
+The constants below are tuning knobs, each with one line of why; what was measured to choose
+them, on which machine and when, is in ``docs/performance-notes.md``.
+
 >>> plan = BandPlan(length=10, window=2, causal=False, sequences=1)
 >>> plan.block, plan.span  # one block of 10 queries: its own keys are all it can reach
 (10, 10)
@@ -39,35 +42,28 @@ from typing import NamedTuple
 
 import numpy as np
 
-#: ``tiled_attention``'s default block sizes on the CPU (queries and keys per tile), timed at
-#: L = 8192 on two 2-core CPUs: larger blocks were no faster on one (AVX2), at most 9% faster
-#: on the other (AVX-512: 256 queries × 512 keys).
+#: ``tiled_attention``'s default block sizes on the CPU (queries and keys per tile): tiles that
+#: stay in the processor's caches; larger blocks were hardly faster.
 DEFAULT_BLOCK = 256
 #: On a GPU every operation costs a launch of several microseconds, however small it is, so
 #: the tiles are large: ``GPU_BLOCK_K`` keys, and as many queries as keep a tile's scores
-#: (summed over the sequences) within ``GPU_TILE_SCORES`` (64 MiB in float32). Timed on an
-#: H100 at L = 8192 with 4 heads: blocks of 256 × 256 took 239 ms, 4096 × 1024 took 5.7 ms
-#: (PyTorch's fused kernel: 2.6 ms).
+#: (summed over the sequences) within ``GPU_TILE_SCORES`` (64 MiB in float32).
 GPU_BLOCK_K = 1024
 GPU_TILE_SCORES = 2**24
 #: A band plan's groups on a GPU, where all sequences are scored at once and each group's key
-#: and value windows are copies (with d = 64, four numbers per score). On an H100 at
-#: L = 32768 with 4 heads: groups of 2**21, 2**22, 2**23 and 2**24 scores took 3.1, 2.4, 1.9
-#: and 1.6 ms, and held 90, 147, 262 and 467 MiB.
+#: and value windows are copies: larger groups mean fewer launches but more memory; this is
+#: the middle of that trade.
 GPU_BAND_GROUP_SCORES = 2**22
 #: Queries per block of a band plan: small, so that little of a block's span lies outside the
 #: band (the span is ``2·reach + 1`` blocks), large enough for efficient matrix products.
 BAND_BLOCK = 32
 #: Scores a group of band tiles may hold at once, summed over the sequences scored together
-#: (float32: 2 MiB): groups of 2**18 … 2**20 scores ran about equally fast, smaller ones slower
-#: (more Python per score), and a group's temporaries still fit in the processor's caches.
-#: NumPy's band, with several temporaries the size of the scores, ran 9% slower with 2**20.
+#: (float32: 2 MiB): large enough that little Python is spent per score, small enough that a
+#: group's temporaries stay in the processor's caches.
 GROUP_SCORES = 2**19
 #: The same for PyTorch on the CPU without gradients, where the band keeps a single tile-sized
-#: buffer: groups of 2**20 scores ran 1–5% faster than 2**19 on a 2-core AMD EPYC (fewer
-#: groups, so less Python per call), at L = 4096 … 32768 with 4 heads; 2**21 no faster again.
-#: A backward pass holds several temporaries of that size per group (with 2**20, one head at
-#: L = 8192 peaked at 30 MB instead of 19 MB), so with gradients the groups stay at 2**19.
+#: buffer and larger groups (fewer of them, less Python) pay; a backward pass holds several
+#: temporaries of a group's size, so with gradients the groups stay at ``GROUP_SCORES``.
 CPU_BAND_GROUP_SCORES = 2**20
 
 
@@ -142,7 +138,13 @@ def band_plan(
     length: int, window: int, causal: bool, sequences: int, group_scores: int = GROUP_SCORES
 ) -> BandPlan:
     """A ``BandPlan``, the same object for the same arguments: what a backend makes of its tile
-    masks (biases on a GPU, say) is then made once, not on every call."""
+    masks (biases on a GPU, say) is then made once, not on every call.
+
+    The cached plans are not immutable: each fills two caches of its own as it is used,
+    ``edges`` (NumPy tile masks of the groups at the ends) and ``converted`` (a backend's
+    copies of them, device tensors keyed by ``(id(mask), device, dtype)``; the ``id`` is safe
+    because the plan keeps the mask alive). Concurrent calls may fill an entry twice, with the
+    same value. The cache keeps up to 32 plans, and their device copies, alive."""
     return BandPlan(length, window, causal, sequences, group_scores)
 
 
@@ -169,8 +171,10 @@ class BandPlan:
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
         )
         self.band = self.in_band(offsets)
-        self.edges: dict[int, np.ndarray] = {}  # the tile masks of the groups at the ends
-        self.converted: dict = {}  # a backend's own form of those masks, by its own key
+        # Filled as the plan is used (see band_plan): the tile masks of the groups at the ends,
+        # by (group.start, group.size), and a backend's own form of those masks, by its own key.
+        self.edges: dict[tuple[int, int], np.ndarray] = {}
+        self.converted: dict = {}
 
     def in_band(self, offsets: np.ndarray) -> np.ndarray:
         """Whether a query may attend to the key ``offsets = j − i`` positions away."""
@@ -181,8 +185,7 @@ class BandPlan:
         """Groups of up to ``blocks_per_group`` blocks of ``B`` queries. The blocks whose span
         reaches past an end of the sequence are, at each end, one group of a single larger
         block (``count`` = 1) with a single span: the key rows copied with zero padding
-        (``rows_outside``) are only theirs, and are copied once, not as overlapping windows
-        (the band at L = 4096 with 4 heads ran 4% faster than with a window per block)."""
+        (``rows_outside``) are only theirs, and are copied once, not as overlapping windows."""
         blocks = -(-self.length // self.block)
         front = min(blocks, self.reach)  # blocks whose span starts before key 0
         back = max(front, self.length // self.block - self.blocks_ahead)  # … ends past L − 1
@@ -213,8 +216,7 @@ class BandPlan:
         end: its rows are copied with the zero padding) or one view for any number of
         sequences (a sequence that is a single block): there, as many as keep the group
         within ``group_scores``, so that a batch of sequences is a few large products rather
-        than many small ones (on a 2-core CPU, a training step on 32 sequences of 32 tokens
-        took 2.2 ms instead of 19 ms, and the band at L = 8192 with 4 heads 3.5% less time)."""
+        than many small ones."""
         tile = self.key_tiles(group)[0]
         if rows_outside(tile, self.length) == (0, 0) and self.block < self.length:
             return self.sequences
@@ -233,12 +235,13 @@ class BandPlan:
         is the mask)."""
         if tile.start >= 0 and tile.stop <= self.length:
             return self.band
-        if tile.start not in self.edges:
+        key = (group.start, group.size)  # which fix the group's one tile (key_tiles)
+        if key not in self.edges:
             queries = group.start + np.arange(group.size)[:, None]
             keys = tile.start + np.arange(tile.span)[None, :]
             real = (keys >= 0) & (keys < self.length)
-            self.edges[tile.start] = self.in_band(keys - queries) & real
-        return self.edges[tile.start]
+            self.edges[key] = self.in_band(keys - queries) & real
+        return self.edges[key]
 
 
 def rows_outside(tile: KeyTile, length: int) -> tuple[int, int]:

@@ -3,7 +3,8 @@
 Everything is differentiable and runs wherever its input tensors live (CPU, CUDA, MPS).
 ``attention(..., need_weights=False)`` takes the fast path through PyTorch's fused
 ``scaled_dot_product_attention``. The tests check this module against ``attnlib.numpy``
-(float64, 1e-10) and against ``torch.nn.functional.scaled_dot_product_attention``.
+(float64, 1e-10) and against ``torch.nn.functional.scaled_dot_product_attention``. The tiled
+kernel behind ``tiled_attention`` and ``truncated_attention`` is ``attnlib._torch_tiled``.
 
 >>> import torch
 >>> from attnlib import torch as attn
@@ -21,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _checks, _tiles
+from . import _checks, _tiles, _torch_tiled
 from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "linear_attention",
     "linear_attention_recurrent",
     "low_rank_attention",
+    "segment_means",
+    "LowRankSelfAttention",
     "causal_mask",
     "padding_mask",
     "window_mask",
@@ -68,8 +71,8 @@ def default_device() -> torch.device:
 
 def _batch(*tensors: torch.Tensor) -> tuple[int, ...]:
     """The broadcast of the batch dimensions of ``(..., L, d)`` tensors that were checked to
-    broadcast. (``torch.broadcast_shapes`` took about 30 µs a call, more than attention of a
-    few tokens.)"""
+    broadcast (attnlib's own: ``torch.broadcast_shapes`` costs more than attention of a few
+    tokens)."""
     return _checks.broadcast_shapes(*(x.shape[:-2] for x in tensors))
 
 
@@ -226,22 +229,27 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
 
 
 def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None):
-    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array: the
-    FlashAttention algorithm (Dao et al., 2022), in PyTorch operations.
+    r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array:
+    FlashAttention (Dao et al., 2022) in the loop order of FlashAttention-2 (Dao, 2023), in
+    PyTorch operations.
 
     .. math:: m \leftarrow \max(m, \max_j s_j), \quad
               \ell \leftarrow e^{m_{\text{old}} - m}\,\ell + \textstyle\sum_j e^{s_j - m}, \quad
               y \leftarrow e^{m_{\text{old}} - m}\,y + \textstyle\sum_j e^{s_j - m} v_j,
               \qquad \text{output} = y / \ell
 
-    Blocks of ``block_q`` queries meet tiles of ``block_k`` keys; each query row keeps a running
-    maximum ``m``, a running sum ``ℓ`` and an unnormalised output ``y`` (the online softmax).
-    By default the blocks are 256 × 256 on the CPU; on a GPU they are larger (1024 keys, and as
-    many queries as keep a tile within 2**24 scores), because there every operation costs a
-    launch of several microseconds however small it is (``attnlib._tiles.default_blocks``).
+    Blocks of ``block_q`` queries (the outer loop) meet tiles of ``block_k`` keys (the inner
+    loop); each query row keeps a running maximum ``m``, a running sum ``ℓ`` and an
+    unnormalised output ``y`` (the online softmax), divided by ``ℓ`` once, after its last
+    tile. By default the blocks are 256 × 256 on the CPU; on a GPU they are larger (1024 keys,
+    and as many queries as keep a tile within 2**24 scores), because there every operation
+    costs a launch of several microseconds however small it is
+    (``attnlib._tiles.default_blocks``).
     The result equals ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10), fully masked
     rows included (zeros). The backward pass recomputes the tiles instead of storing the
-    weights, so training memory is linear in the length too.
+    weights, so training memory is linear in the length too. float16 and bfloat16 inputs are
+    computed in float32 tile by tile (running state, log-sum-exp and gradient sums included);
+    the output and gradients keep the inputs' dtype. The kernel is ``attnlib._torch_tiled``.
 
     Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``,
     ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
@@ -260,317 +268,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
         default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
-    return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
-
-
-def _tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
-    """The tiled kernel under a plan (``attnlib._tiles``), differentiable: a forward pass, with
-    a backward pass that recomputes tiles."""
-    batch = _batch(q, k, v)
-    if mask is not None:
-        mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
-    if _needs_gradients(q, k, v):
-        return _TiledAttention.apply(q, k, v, mask, scale, plan)
-    out = _tiled_forward(*_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=False)[0]
-    return out.reshape(*batch, *out.shape[-2:])
-
-
-def _needs_gradients(*tensors: torch.Tensor) -> bool:
-    """Whether autograd will want gradients of any of ``tensors`` (then the kernel keeps the
-    log-sum-exp and a backward pass follows)."""
-    return torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
-
-
-def _sequences(batch, *tensors) -> list[torch.Tensor]:
-    """``(..., L, d)`` tensors as ``(N, L, d)``: the common batch shape flattened, so that
-    every product of the kernel is one ``torch.bmm`` (a view when the layout allows it)."""
-    count = math.prod(batch)
-    return [x.expand(*batch, *x.shape[-2:]).reshape(count, *x.shape[-2:]) for x in tensors]
-
-
-def _sequence_slices(plan, count: int, group) -> list[slice]:
-    """The sequences the kernel takes at once in ``group``: all of them, unless a band plan
-    says how many (``BandPlan.sequences_at_once``; on the CPU one, away from the edges: there
-    a band tile's overlapping key windows are a view of one sequence's rows only, and for
-    several sequences at once ``torch.bmm`` would need them copied)."""
-    if not isinstance(plan, _tiles.BandPlan):
-        return [slice(None)]
-    step = max(1, plan.sequences_at_once(group))
-    return [slice(n, n + step) for n in range(0, count, step)]
-
-
-def _query_blocks(x: torch.Tensor, group) -> torch.Tensor:
-    """A group's query rows of ``(S, L, d)`` sequences, padded to ``count`` full blocks:
-    ``(S·count, size, d)``."""
-    rows = x[:, group.start : group.stop]
-    extra = group.count * group.size - rows.shape[-2]
-    if extra:
-        rows = F.pad(rows, (0, 0, 0, extra))
-    return rows.unflatten(1, (group.count, group.size)).flatten(0, 1)
-
-
-def _key_windows(x: torch.Tensor, tile) -> torch.Tensor:
-    """A tile's key rows of ``(S, L, d)`` sequences, zeros outside ``0 … L − 1``, cut into
-    the tile's windows and transposed: ``(S·count, d, span)``. A view of ``x`` unless the tile
-    reaches past an edge (then its rows are copied with the zero padding)."""
-    before, after = _tiles.rows_outside(tile, x.shape[-2])
-    rows = x[:, max(0, tile.start) : min(x.shape[-2], tile.stop)]
-    if before or after:
-        rows = F.pad(rows, (0, 0, before, after))
-    return rows.unfold(1, tile.span, tile.step).flatten(0, 1)
-
-
-def _as_blocks(x: torch.Tensor, group):
-    """``(S, stop − start, d)`` rows as a ``(S·count, size, d)`` view, for a product to write
-    into; None unless the rows fill the group's blocks and are contiguous."""
-    if x.shape[1] != group.count * group.size or not x.is_contiguous():
-        return None
-    return x.view(-1, group.size, x.shape[-1])
-
-
-def _drop_padding(x: torch.Tensor, group) -> torch.Tensor:
-    """``(S·count, size, d)`` → ``(S, stop − start, d)``: the group's real query rows."""
-    return x.unflatten(0, (-1, group.count)).flatten(1, 2)[:, : group.stop - group.start]
-
-
-class _Scratch:
-    """Memory for a kernel's tile-sized temporaries, allocated once and reused by every tile,
-    so that it stays in the processor's cache (``tiled_attention`` at L = 8192 ran a few per
-    cent faster than with fresh tensors for every tile)."""
-
-    def __init__(self, like: torch.Tensor):
-        self.like, self.buffers = like, {}
-
-    def __call__(self, name: str, shape) -> torch.Tensor:
-        """An uninitialised tensor of ``shape``, the same memory every time for ``name``."""
-        size = math.prod(shape)
-        if name not in self.buffers or self.buffers[name].numel() < size:
-            self.buffers[name] = self.like.new_empty(size)
-        return self.buffers[name][:size].view(shape)
-
-
-def _tile_scores(q_blocks, k_windows, bias, scale, scratch) -> torch.Tensor:
-    """One tile's scores, ``scale · Q Kᵀ + bias``, in one call (``torch.baddbmm``) into
-    scratch memory: ``(M, size, span)``. ``bias`` is 0 where allowed, -inf where masked, None
-    without a mask."""
-    shape = (q_blocks.shape[0], q_blocks.shape[1], k_windows.shape[-1])
-    scores = scratch("scores", shape)
-    if bias is None:  # beta=0: baddbmm ignores its first argument
-        return torch.baddbmm(scores, q_blocks, k_windows, beta=0, alpha=scale, out=scores)
-    return torch.baddbmm(bias, q_blocks, k_windows, alpha=scale, out=scores)
-
-
-def _tiled_forward(q, k, v, mask, scale, plan, keep_logsumexp: bool):
-    """The online softmax, tile by tile, for ``(N, L, d)`` sequences: the output
-    ``(N, L_q, d_v)`` and, if ``keep_logsumexp``, each row's log-sum-exp in base 2
-    (``_OnlineSoftmax``) ``(N, L_q, 1)`` (-inf for a row with nothing to attend to), which the
-    backward pass needs."""
-    out = q.new_empty(*q.shape[:-1], v.shape[-1])
-    logsumexp = q.new_empty(*q.shape[:-1], 1) if keep_logsumexp else None
-    biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
-    for group in plan.query_groups():
-        tiles = plan.key_tiles(group)
-        # One tile, no user mask (so no empty row) and no log-sum-exp wanted: softmax alone.
-        softmax_only = len(tiles) == 1 and mask is None and not keep_logsumexp
-        rows = slice(group.start, group.stop)
-        for seqs in _sequence_slices(plan, q.shape[0], group):
-            q_s, k_s, v_s, out_s = q[seqs], k[seqs], v[seqs], out[seqs]
-            q_blocks = _query_blocks(q_s, group)
-            online = _OnlineSoftmax(softmax_only, scale, into=_as_blocks(out_s[:, rows], group))
-            for tile in tiles:
-                bias, k_windows = biases(seqs, group, tile), _key_windows(k_s, tile)
-                scores = _tile_scores(q_blocks, k_windows, bias, online.scale, scratch)
-                online.fold(scores, _key_windows(v_s, tile).mT)
-            output, group_logsumexp = online.result()
-            if output is not online.into:  # not written in place
-                out_s[:, rows] = _drop_padding(output, group)
-            if keep_logsumexp:
-                logsumexp[seqs, rows] = _drop_padding(group_logsumexp, group)
-    return out, logsumexp
-
-
-#: The online softmax works in base 2: its scores are scaled by ``scale · log₂ e``, and
-#: ``2^x`` replaces ``e^x``. The weights are the same (``2^(s · log₂ e) = e^s``), but ``exp2``
-#: is cheaper to evaluate than ``exp``: 1.3–1.6 times faster in float32 on a 2-core AMD EPYC,
-#: which made ``tiled_attention`` 9–12% faster at L = 8192 and a band's training step 6–8%
-#: faster. FlashAttention's kernels do the same.
-LOG2_E = math.log2(math.e)
-
-
-class _OnlineSoftmax:
-    r"""The running state of a group of query rows, tile after tile: each row's running
-    maximum ``m``, running sum ``ℓ`` and unnormalised output ``y``. It is the update of
-    ``attnlib.numpy``'s kernel, in base 2 (``LOG2_E``): with scores ``s_j`` scaled by
-    ``log₂ e``,
-
-    .. math:: m' = \max(m, \max_j s_j), \quad
-              \ell \leftarrow 2^{m - m'}\,\ell + \textstyle\sum_j 2^{s_j - m'}, \quad
-              y \leftarrow 2^{m - m'}\,y + \textstyle\sum_j 2^{s_j - m'}\, v_j ,
-
-    and at the end ``output = y / ℓ``; the log-sum-exp kept for the backward pass is in base 2
-    too, ``m + log₂ ℓ``.
-
-    With ``softmax_only`` (one tile, no row without an allowed key, no log-sum-exp wanted: a
-    band without gradients) a row's output is just ``softmax(s) V``, written into ``into``
-    when it is given. The weights overwrite the scores, so that only one tile-sized buffer
-    passes through the cache (the band ran 4–7% faster than with a second buffer, on a
-    2-core CPU at L = 8192 and 32768). Its scores are in base e: ``torch.softmax`` is one
-    fused call, faster than the four it would take in base 2. So the softmax says what the
-    tile scores must be scaled by (``self.scale``): the attention ``scale``, times ``log₂ e``
-    in base 2.
-    """
-
-    def __init__(self, softmax_only: bool, scale: float, into: torch.Tensor | None = None):
-        self.softmax_only, self.into = softmax_only, into
-        self.scale = scale if softmax_only else scale * LOG2_E
-        self.maximum = self.total = self.output = None
-
-    def fold(self, scores: torch.Tensor, v_windows: torch.Tensor) -> None:
-        """Fold one tile: its scores ``(M, size, span)`` (in base 2, or base e for
-        ``softmax_only``; -inf where masked; overwritten) and values ``(M, span, d_v)``."""
-        if self.softmax_only:
-            weights = torch.softmax(scores, -1, out=scores)
-            self.output = torch.bmm(weights, v_windows, out=self.into)
-            return
-        maximum = scores.amax(-1, keepdim=True)
-        if self.maximum is not None:
-            maximum = torch.maximum(self.maximum, maximum)
-        shift = _finite(maximum)  # rows with no allowed key so far: 0, so that 2^-inf = 0
-        weights = scores.sub_(shift).exp2_()
-        if self.output is None:
-            self.total, self.output = weights.sum(-1, keepdim=True), weights @ v_windows
-        else:
-            rescale = torch.exp2(self.maximum - shift)
-            self.total.mul_(rescale).add_(weights.sum(-1, keepdim=True))
-            self.output.mul_(rescale).baddbmm_(weights, v_windows)
-        self.maximum = maximum
-
-    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Each row's output ``y / ℓ`` (zeros for a row with nothing to attend to: its ``y``
-        is 0) and log-sum-exp in base 2, ``m + log₂ ℓ`` (-inf for such a row); no
-        log-sum-exp after ``softmax_only``."""
-        if self.softmax_only:
-            return self.output, None
-        nothing = self.total == 0
-        output = self.output / self.total.masked_fill(nothing, 1.0)
-        return output, self.maximum + self.total.log2()
-
-
-def _finite(x: torch.Tensor) -> torch.Tensor:
-    """``x`` with -inf (a row with no allowed key so far) replaced by 0, so that subtracting
-    it keeps masked scores at -inf instead of making NaN."""
-    return x.masked_fill(x == -math.inf, 0.0)
-
-
-class _TileBiases:
-    """Each tile's mask as an additive bias on the device, 0 (may attend) or -inf, for
-    ``torch.baddbmm`` to add while it multiplies. The band plan's patterns are converted once."""
-
-    def __init__(self, plan, mask, like: torch.Tensor):
-        self.plan, self.mask, self.like = plan, mask, like
-
-    def __call__(self, seqs: slice, group, tile):
-        """The bias of ``tile`` for the ``seqs`` sequences, ``(S·count, size, span)``, or one
-        that broadcasts to it; None without a mask."""
-        allowed = self.plan.tile_mask(self.mask, group, tile)
-        if allowed is None:
-            return None
-        if isinstance(allowed, torch.Tensor):  # (..., 1, size, span), cut from the user's mask
-            return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
-        # A NumPy pattern of the plan, (size, span) for every window and sequence: converted
-        # once per device and kept on the (cached) plan, so that a GPU is not sent it on every
-        # call.
-        key = (id(allowed), self.like.device, self.like.dtype)
-        if key not in self.plan.converted:
-            self.plan.converted[key] = self._bias(torch.from_numpy(allowed))
-        return self.plan.converted[key]
-
-    def _bias(self, allowed: torch.Tensor) -> torch.Tensor:
-        allowed = allowed.to(self.like.device)
-        return self.like.new_zeros(allowed.shape).masked_fill_(~allowed, -math.inf)
-
-
-class _TiledAttention(torch.autograd.Function):
-    """``_tiled_forward`` with a backward pass that recomputes each tile's weights from the
-    saved log-sum-exp (FlashAttention-2's backward): memory O(L·d), never O(L²)."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, mask, scale, plan):
-        batch = _batch(q, k, v)
-        out, logsumexp = _tiled_forward(
-            *_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=True
-        )
-        ctx.save_for_backward(q, k, v, out, logsumexp)
-        ctx.mask, ctx.scale, ctx.plan, ctx.batch = mask, scale, plan, batch
-        return out.reshape(*batch, *out.shape[-2:])
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, out, logsumexp = ctx.saved_tensors
-        sequences = _sequences(ctx.batch, q, k, v, grad_out)
-        grads = _tiled_backward(*sequences, ctx.mask, ctx.scale, ctx.plan, out, logsumexp)
-        reduced = [  # back to each input's own shape, undoing the broadcasts
-            g.reshape(*ctx.batch, *g.shape[-2:]).sum_to_size(x.shape)
-            for g, x in zip(grads, (q, k, v))
-        ]
-        return (*reduced, None, None, None)
-
-
-def _tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
-    """Gradients for ``(N, L, d)`` q, k and v, tile by tile: ``P = 2^(S − logsumexp)``
-    recomputed (scores and log-sum-exp in base 2, as in the forward pass), ``dV += Pᵀ dO``,
-    ``dS = P ∘ (dO Vᵀ − rowsum(dO ∘ O))``, ``dQ += dS K``, ``dK += dSᵀ Q`` (with the scale
-    in base e)."""
-    grad_q = torch.zeros_like(q)
-    grad_k, grad_v = _padded_zeros(k, plan), _padded_zeros(v, plan)
-    before = plan.key_padding()[0]  # the padding rows in front of key 0
-    base_2_scale = scale * LOG2_E  # scores in the base of the forward pass's log-sum-exp
-    delta = (grad_out * out).sum(-1, keepdim=True)  # rowsum(dO ∘ O), one number per query
-    biases, scratch = _TileBiases(plan, mask, q), _Scratch(q)
-    for group in plan.query_groups():
-        for seqs in _sequence_slices(plan, q.shape[0], group):
-            q_s, k_s, v_s = q[seqs], k[seqs], v[seqs]
-            grad_k_s, grad_v_s = grad_k[seqs], grad_v[seqs]
-            q_blocks = _query_blocks(q_s, group)
-            d_out = _query_blocks(grad_out[seqs], group)
-            shift = _finite(_query_blocks(logsumexp[seqs], group))  # nothing to attend to
-            row_delta = _query_blocks(delta[seqs], group)
-            grad_q_blocks = torch.zeros_like(q_blocks)
-            for tile in plan.key_tiles(group):
-                k_windows, v_windows = _key_windows(k_s, tile), _key_windows(v_s, tile)
-                bias = biases(seqs, group, tile)
-                scores = _tile_scores(q_blocks, k_windows, bias, base_2_scale, scratch)
-                weights = scores.sub_(shift).exp2_()
-                grad_scores = torch.bmm(d_out, v_windows, out=scratch("grad_scores", scores.shape))
-                grad_scores.sub_(row_delta).mul_(weights)
-                grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
-                _add_to_keys(grad_v_s, tile, weights.mT @ d_out, before)
-                _add_to_keys(grad_k_s, tile, grad_scores.mT @ q_blocks, before)
-            grad_q[seqs, group.start : group.stop] = _drop_padding(grad_q_blocks, group)
-    length = k.shape[-2]
-    return (
-        grad_q * scale,
-        grad_k[:, before : before + length] * scale,
-        grad_v[:, before : before + length],
-    )
-
-
-def _padded_zeros(x: torch.Tensor, plan) -> torch.Tensor:
-    """Zeros like ``(N, L, d)`` ``x`` with the plan's padding rows around the token axis
-    (gradients of tiles at the edges land there and are dropped)."""
-    before, after = plan.key_padding()
-    return x.new_zeros(x.shape[0], before + x.shape[1] + after, x.shape[2])
-
-
-def _add_to_keys(grad: torch.Tensor, tile, tile_grad: torch.Tensor, before: int) -> None:
-    """Add a tile's key gradients ``(S·count, span, d)`` to the rows of ``(S, L', d)`` they
-    came from. The windows overlap, so they are added ``step`` rows at a time: piece ``p`` of
-    every window is a run of ``count·step`` consecutive rows."""
-    tile_grad = tile_grad.unflatten(0, (grad.shape[0], -1))
-    for piece in range(tile.span // tile.step):
-        first = before + tile.start + piece * tile.step
-        rows = tile_grad[:, :, piece * tile.step : (piece + 1) * tile.step].flatten(1, 2)
-        grad[:, first : first + rows.shape[1]] += rows
+    return _torch_tiled.tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> torch.Tensor:
@@ -584,7 +282,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     the same backward pass that recomputes the tiles. On the CPU one sequence at a time, so
     that the overlapping key windows stay views of its rows (but many at once at the two
     ends, whose keys are copied with zero padding anyway, and for sequences of up to 32
-    tokens); on a GPU all of them at once, in large groups, with the windows copied.
+    tokens); on a GPU all of them at once, in large groups, with the windows copied. float16
+    and bfloat16 are computed in float32, as in ``tiled_attention``.
 
     Shapes: ``q``, ``k`` ``(..., L, d_k)``, ``v`` ``(..., L, d_v)`` → output ``(..., L, d_v)``.
 
@@ -597,13 +296,14 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     _checks.check_truncated("truncated_attention", q, k, v, window)
     scale = _default_scale(scale, q.shape[-1])
     if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
-        scores = _tiles.GROUP_SCORES if _needs_gradients(q, k, v) else _tiles.CPU_BAND_GROUP_SCORES
+        training = _torch_tiled.needs_gradients(q, k, v)
+        scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
         batch = _batch(q, k, v)
         sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences, group_scores=scores)
-    return _tiled(q, k, v, None, scale, plan)
+    return _torch_tiled.tiled(q, k, v, None, scale, plan)
 
 
 # --------------------------------------------------------------------------- linear attention

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from test_edge_cases import relative_error
 from test_tiled import MASK_KINDS, masks
 
 from attnlib import torch as atorch
@@ -80,6 +81,38 @@ def test_truncated_on_cuda_equals_dense_window_attention(window, causal):
     grads = torch.autograd.grad(got, (q_c, k_c, v_c), upstream_c)
     for name, a, b in zip("qkv", expected_grads, grads):
         torch.testing.assert_close(b.cpu(), a, **EXACT, msg=f"gradient of {name}")
+
+
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float16, 7e-4), (torch.bfloat16, 6e-3)], ids=["fp16", "bf16"]
+)
+@pytest.mark.parametrize("kind", ["tiled", "tiled causal", "band", "band causal"])
+def test_half_precision_on_cuda_stays_within_rounding(kind, dtype, tolerance):
+    """tests/test_edge_cases.py's half-precision test on the GPU, with its default blocks (at
+    L = 4096, key tiles of 1024) and the band's GPU plan (all sequences at once): output and
+    gradients within the rounding of float64 dense attention on the same inputs."""
+    if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bfloat16")
+    torch.manual_seed(0)
+    length, window, causal = 4096, 100, "causal" in kind
+    q, k, v, upstream = (torch.randn(2, 2, length, 64, device=CUDA).to(dtype) for _ in range(4))
+    half = [x.requires_grad_(True) for x in (q, k, v)]
+    mask = atorch.causal_mask(length, device=CUDA) if causal else None
+    if kind.startswith("band"):
+        got = atorch.truncated_attention(*half, window, causal=causal)
+        band = atorch.window_mask(length, window, device=CUDA)
+        mask = band & mask if causal else band
+    else:
+        got = atorch.tiled_attention(*half, mask)
+    grads = torch.autograd.grad(got, half, upstream)
+    exact = [x.detach().double().requires_grad_(True) for x in (q, k, v)]
+    expected = atorch.attention(*exact, mask)[0]
+    expected_grads = torch.autograd.grad(expected, exact, upstream.double())
+    assert got.dtype == dtype and all(g.dtype == dtype for g in grads)
+    errors = {"output": relative_error(got, expected)}
+    for name, g, e in zip("qkv", grads, expected_grads):
+        errors[f"gradient of {name}"] = relative_error(g, e)
+    assert max(errors.values()) < tolerance, errors
 
 
 def test_float32_kernels_on_cuda_agree_with_scaled_dot_product_attention():

@@ -156,6 +156,24 @@ def test_backward_saves_no_square_array(call):
     assert q.grad.shape == q.shape
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q, k, v: atorch.tiled_attention(q, k, v, block_q=3, block_k=3),
+        lambda q, k, v: atorch.truncated_attention(q, k, v, 2),
+    ],
+    ids=["tiled", "truncated"],
+)
+def test_a_second_derivative_is_refused_clearly(call):
+    """The backward pass is not itself differentiable (``once_differentiable``): a gradient
+    taken with ``create_graph=True`` can be computed, but differentiating it again raises
+    PyTorch's clear error instead of failing inside the kernel's in-place products."""
+    q, k, v = (torch.randn(1, 8, 4, dtype=torch.float64, requires_grad=True) for _ in "qkv")
+    (grad_q,) = torch.autograd.grad((call(q, k, v) ** 2).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice a function that was marked"):
+        grad_q.sum().backward()
+
+
 @pytest.mark.parametrize("b", [anp, atorch], ids=["numpy", "torch"])
 def test_bad_input_gets_the_errors_of_attention(b):
     def zeros(*shape, dtype=np.float64):

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import _tiles
+from attnlib import _tiles, _torch_tiled
 from attnlib import numpy as anp
 from attnlib import torch as atorch
-from attnlib.torch import _key_windows
 
 LENGTHS = [1, 2, 7, 32, 33, 64, 100, 257]
 WINDOWS = [0, 1, 2, 5, 31, 32, 64, 300]
@@ -110,7 +109,7 @@ def test_band_plan_copies_only_the_blocks_at_the_ends(length, window, causal):
     padded_blocks = 0
     for group in plan.query_groups():
         tile = plan.key_tiles(group)[0]
-        windows = _key_windows(k, tile)
+        windows = _torch_tiled.key_windows(k, tile, k.dtype)
         is_view = windows.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
         assert is_view == (_tiles.rows_outside(tile, length) == (0, 0))
         if not is_view:
@@ -133,8 +132,8 @@ def test_a_gpus_band_plan_all_sequences_at_once_on_the_cpu(causal):
     plan = _tiles.BandPlan(length, window, causal, sequences=3, group_scores=3 * 32 * 160 * 2)
     assert plan.blocks_per_group > 1 and len(list(plan.query_groups())) > 4
     for group in plan.query_groups():  # all three sequences in one slice, in every group
-        assert [range(3)[s] for s in atorch._sequence_slices(plan, 3, group)] == [range(3)]
-    band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
+        assert [range(3)[s] for s in _torch_tiled.sequence_slices(plan, 3, group)] == [range(3)]
+    band_out = _torch_tiled.tiled(q, k, v, None, 8**-0.5, plan)
     upstream = torch.from_numpy(rng.standard_normal(band_out.shape))
     assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream)
 
@@ -151,7 +150,7 @@ def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal
     plan = _tiles.BandPlan(length, window, causal, sequences=1, group_scores=2 * 64 * 192)
     most_at_an_edge = 0
     for group in plan.query_groups():
-        slices = atorch._sequence_slices(plan, count, group)
+        slices = _torch_tiled.sequence_slices(plan, count, group)
         sizes = [len(range(count)[s]) for s in slices]
         assert [n for s in slices for n in range(count)[s]] == list(range(count))
         tile = plan.key_tiles(group)[0]
@@ -162,7 +161,7 @@ def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal
             assert max(sizes) == max(1, min(count, plan.group_scores // scores_per_sequence))
             most_at_an_edge = max(most_at_an_edge, max(sizes))
     assert most_at_an_edge > 1
-    band_out = atorch._tiled(q, k, v, None, 8**-0.5, plan)
+    band_out = _torch_tiled.tiled(q, k, v, None, 8**-0.5, plan)
     upstream = torch.from_numpy(rng.standard_normal(band_out.shape))
     assert_equals_dense_with_gradients(band_out, q, k, v, window, causal, upstream)
 
@@ -173,11 +172,23 @@ def test_a_sequence_of_one_block_is_scored_with_the_others():
     them), with the same result as one at a time."""
     plan = _tiles.BandPlan(32, 2, False, sequences=1)
     (group,) = plan.query_groups()
-    assert atorch._sequence_slices(plan, 64, group) == [slice(0, plan.sequences_at_once(group))]
+    at_once = plan.sequences_at_once(group)
+    assert _torch_tiled.sequence_slices(plan, 64, group) == [slice(0, at_once)]
     rng = np.random.default_rng(9)
     q, k, v = (torch.from_numpy(x) for x in qkv(rng, (64,), 32))
     one_at_a_time = torch.stack([atorch.truncated_attention(*x, 2) for x in zip(q, k, v)])
     torch.testing.assert_close(atorch.truncated_attention(q, k, v, 2), one_at_a_time)
+
+
+def test_key_gradients_need_windows_of_whole_steps():
+    """The kernel adds overlapping key windows' gradients ``step`` rows at a time, which covers
+    a window only if its span is whole steps (true of every plan's tiles): a tile that is not
+    is refused, not summed with rows missing."""
+    grad, tile_grad = torch.zeros(1, 10, 2), torch.ones(3, 3, 2)
+    _torch_tiled.add_to_keys(grad, _tiles.KeyTile(0, 9, span=3, step=3), tile_grad, before=0)
+    assert grad.sum() == tile_grad.sum()
+    with pytest.raises(AssertionError, match="whole steps"):
+        _torch_tiled.add_to_keys(grad, _tiles.KeyTile(0, 7, span=3, step=2), tile_grad, before=0)
 
 
 def test_the_cpu_takes_larger_groups_only_without_gradients(monkeypatch):
