@@ -10,8 +10,6 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
-# What `make test-fast` leaves out: the tests that run lessons, build the book or start a browser.
-SLOW_TESTS := test_other_machine.py test_fresh_learner.py test_book.py test_browser.py test_bench.py
 
 .PHONY: help install book test test-fast notebooks translations conventions bench lint clean distclean
 
@@ -38,11 +36,11 @@ book: $(STAMP)  ## build the HTML book, English in _build/html and Chinese in _b
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 	@echo "Open _build/html/index.html (English) or _build/html/zh/index.html (中文)"
 
-test: $(STAMP)  ## every test: attnlib, nbval (twice: here and on a simulated other machine), the book
-	$(BIN)/python -m pytest -n auto --maxprocesses 4
+test: $(STAMP)  ## every test: attnlib, every lesson (on a simulated other computer), both books, the browser
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=15
 
-test-fast: $(STAMP)  ## attnlib's tests and doctests and the notebook conventions (no lesson runs, book or browser)
-	$(BIN)/python -m pytest attnlib tests -n auto --maxprocesses 4 $(addprefix --ignore=tests/,$(SLOW_TESTS))
+test-fast: $(STAMP)  ## the tests not marked slow: attnlib, exercises, conventions, translations (no lesson runs, book or browser)
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 -m "not slow"
 
 notebooks: $(STAMP)  ## re-execute every lessons/*.ipynb in place
 	$(BIN)/python tools/conventions.py --write

@@ -85,6 +85,9 @@ QUICK = {
 }
 WINDOW, BAND_HEADS, HEAD_DIM, DENSE_HEADS = 64, 4, 64, 8
 MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 1024 matrices
+#: Set to a number, the most rounds ``median_seconds`` times (the test suite's simulated other
+#: computer sets 1: its kernels are not this machine's, so its timings only need to run).
+REPEATS_AT_MOST = "ATTNLIB_BENCH_REPEATS"
 
 
 # --------------------------------------------------------------------------- timing
@@ -121,12 +124,13 @@ def median_seconds(
     whichever candidate runs next. With ``least`` > 0 each measurement repeats the call back
     to back for at least that long and keeps the median call (``seconds_of``): on a virtual
     machine the first call after a pause can take milliseconds longer (the processors wake
-    up), which would swamp a short call.
+    up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``.
 
     >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
     >>> sorted(median_seconds(calls, repeats=3, device=torch.device("cpu"), pause=0.0))
     ['max', 'sum']
     """
+    repeats = min(repeats, int(os.environ.get(REPEATS_AT_MOST, repeats)))
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + 1):
         for name, fn in candidates.items():

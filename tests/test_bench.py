@@ -6,9 +6,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 from attnlib import bench
+
+pytestmark = pytest.mark.slow  # it times code and measures memory in fresh processes
 
 
 def test_quick_bench_reports_every_row():
@@ -72,3 +75,17 @@ def test_the_bands_exponent_times_every_length_in_the_same_rounds(monkeypatch):
     seconds = bench.band_seconds((256, 512, 1024), repeats=1, device=torch.device("cpu"))
     assert measured == [[256, 512, 1024]]
     assert len(seconds) == 3 and all(s > 0 for s in seconds)
+
+
+def test_repeats_are_capped_by_the_environment(monkeypatch):
+    """The simulated other computer of tests/test_lessons.py times one round (after the
+    warm-up): ATTNLIB_BENCH_REPEATS=1."""
+    calls = []
+    candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
+    bench.median_seconds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
+    assert calls == ["a", "b"] * 2  # the warm-up round and one timed round
+    monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
+    calls.clear()
+    bench.median_seconds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
+    assert calls == ["a", "b"] * 6

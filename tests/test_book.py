@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+import conventions
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import conventions  # noqa: E402
 
+pytestmark = pytest.mark.slow
 REPO_URL, _ = conventions.repository()
 SCRIPT_SRC = re.compile(r"<script\b[^>]*\bsrc=\"([^\"]+)\"", re.IGNORECASE)
 

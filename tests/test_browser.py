@@ -1,12 +1,12 @@
 """Open every page of the built book in headless Chromium, with the network closed.
 
-For each page: no JavaScript error in the console, every image loads, every formula is
-typeset by the book's own MathJax, every link inside the book leads to a page that exists,
-and nothing is fetched from outside the loopback server.
-For each lesson: the Colab launch link points at its notebook; no solution shows anything
-(code or output) until its dropdown is opened, and then it does; the Colab setup cell is
-folded. A screenshot of each lesson page is saved to ``_build/screenshots/`` for people to
-look at.
+Each page is opened once, and checked for everything: no JavaScript error in the console,
+every image loads, every formula is typeset by the book's own MathJax, every link inside the
+book leads to a page that exists (each link is fetched once per run), and nothing is fetched
+from outside the loopback server. On a lesson page also: the Colab launch link points at its
+notebook; no solution shows anything (code or output) until its dropdown is opened, and then
+it does; the Colab setup cell is folded. A screenshot of each lesson page is saved to
+``_build/screenshots/`` for people to look at.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it). Where it is missing the test skips,
 saying so, except under ``CI=true`` (``.ci/run`` sets it), where a missing browser fails.
@@ -27,11 +27,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+import conventions
+import translations
 
-import conventions  # noqa: E402
-import translations  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -40,10 +40,13 @@ PAGES = conventions.toc_entries()
 PAGES = PAGES + [f"zh/{page}" for page in PAGES]
 
 ON_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None and not ON_CI,
-    reason="no Chromium installed (apt-get install chromium); .ci/run installs it",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None and not ON_CI,
+        reason="no Chromium installed (apt-get install chromium); .ci/run installs it",
+    ),
+]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -119,10 +122,15 @@ def open_page(browser, server):
     context.close()
 
 
+#: Links inside the book already found to lead to a page (each is fetched once per run).
+REACHED: set[str] = set()
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_page_reads_offline(open_page, path):
+    """Every page, opened once: it reads offline, and a lesson page also shows what a lesson
+    promises (``check_lesson_page``)."""
     page, problems = open_page(path)
-    assert not problems, problems
     broken = page.evaluate(
         "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0))"
         ".map(i => i.src.slice(0, 80))"
@@ -141,12 +149,16 @@ def test_page_reads_offline(open_page, path):
     )
     dead = []
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
-    for url in sorted(set(links)):
+    for url in sorted(set(links) - REACHED):
         try:
             direct.open(url, timeout=10).close()
+            REACHED.add(url)
         except urllib.error.HTTPError:
             dead.append(url)
     assert not dead, f"links to missing pages: {dead}"
+    if "lessons/" in path:
+        check_lesson_page(page, path)
+    assert not problems, problems
 
 
 def solution_label(path: str) -> str:
@@ -164,9 +176,10 @@ def solution_lines(path: str) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("path", [p for p in PAGES if "lessons/" in p])
-def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
-    page, problems = open_page(path)
+def check_lesson_page(page, path: str) -> None:
+    """The Colab launch link; no solution shows anything (code or output) until its dropdown
+    is opened, and then it does; the Colab setup cell is folded. Then a screenshot of the
+    whole page, with the solutions open, for people to look at."""
     colab = conventions.colab_url(f"{path}.ipynb")
     assert page.locator(f'a[href="{colab}"]').count() >= 1, f"no Colab link to {colab}"
 
@@ -189,7 +202,6 @@ def test_lesson_launch_link_solutions_and_screenshot(open_page, path):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = ("zh-" if path.startswith("zh/") else "") + Path(path).name
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-    assert not problems, problems
 
 
 @pytest.mark.parametrize(("edition", "query"), [("", "positional encoding"), ("zh/", "自注意力")])

@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+import conventions
 
-import conventions  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 

@@ -2,10 +2,13 @@
 
 A brand-new virtual environment starts with what Colab has before a lesson's first cell runs:
 Python, a Jupyter kernel, and PyTorch (linked from the book's environment, so that the test
-downloads nothing big). Lessons 01 and 12 are copied out of the repository and executed top
-to bottom in a kernel of that environment. Their own setup cell installs `attnlib[lessons]`,
-pointed at this checkout with `ATTNLIB_SOURCE` (the way a fork or a mirror would be), so a
-dependency missing from the extra, or a lesson that reaches outside the package, fails here.
+downloads nothing big). Two lessons are copied out of the repository and executed top to
+bottom in a kernel of that environment: 01, the first a learner opens, and 03, a short lesson
+that trains (its progress bars must show as widgets). Their own setup cell installs
+`attnlib[lessons]`, pointed at this checkout with `ATTNLIB_SOURCE` (the way a fork or a mirror
+would be), so a lesson that reaches outside the package fails here; and the kernel then
+imports every module that any lesson imports, so a dependency missing from the extra fails
+here too. (Every lesson runs in full in ``tests/test_lessons.py``.)
 
 The exercise cells are filled with deliberately wrong attempts first. "Run all" runs the
 hidden solutions too (each asserts that it passes its checker); afterwards every checker must
@@ -14,6 +17,7 @@ still report the learner's own attempt as wrong: the solutions never replace it.
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import os
@@ -27,9 +31,30 @@ import pytest
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
 
-LESSONS = ["01_sequences_of_vectors", "13_putting_it_together"]
+LESSONS = ["01_sequences_of_vectors", "03_queries_keys_values"]
 CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
+
+
+def modules_the_lessons_import() -> list[str]:
+    """The top-level modules imported by any lesson's code, outside the standard library."""
+    found = set()
+    for path in (ROOT / "lessons").glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            code = "\n".join(
+                line
+                for line in cell.source.splitlines()
+                if not line.lstrip().startswith(("%", "!"))
+            )
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.Import):
+                    found |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    found.add(node.module.split(".")[0])
+    return sorted(found - set(sys.stdlib_module_names))
 
 
 def run(*command, **kwargs):
@@ -95,7 +120,8 @@ def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path
     attempts = with_wrong_attempts(nb)
     assert attempts, "every lesson has exercises"
     statuses = ", ".join(f"{i!r}: check({i!r}, {name}).status" for i, name in attempts.items())
-    final = f"import attnlib\n\nprint({{{statuses}}})\nprint(attnlib.__file__)"
+    imports = "\n".join(f"import {module}" for module in modules_the_lessons_import())
+    final = f"{imports}\n\nprint({{{statuses}}})\nprint(attnlib.__file__)"
     nb.cells.append(nbformat.v4.new_code_cell(final))
     client = NotebookClient(
         nb, timeout=600, kernel_name=kernel_name, resources={"metadata": {"path": str(tmp_path)}}

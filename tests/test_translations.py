@@ -12,21 +12,23 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 import polib
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+import translations
 
-import translations  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 PAGES = translations.toc_entries()
 LESSONS = [page for page in PAGES if page.startswith("lessons/")]
+#: A page's catalog problems, found once per run for the two tests that read them.
+catalog_problems = functools.cache(translations.check_catalog)
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +56,14 @@ def test_catalog_holds_the_messages_of_the_english_page(templates, page):
 @pytest.mark.parametrize("page", PAGES)
 def test_every_message_is_translated(page):
     problems = [
-        str(p)
-        for p in translations.check_catalog(page)
-        if p.what.startswith(("untranslated", "fuzzy"))
+        str(p) for p in catalog_problems(page) if p.what.startswith(("untranslated", "fuzzy"))
     ]
     assert not problems, "\n".join(problems[:10]) + f"\n({len(problems)} in all)"
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_terms_math_code_and_numbers_are_kept(page):
-    problems = [
-        str(p) for p in translations.check_catalog(page) if p.what.startswith(("term", "lost"))
-    ]
+    problems = [str(p) for p in catalog_problems(page) if p.what.startswith(("term", "lost"))]
     assert not problems, "\n".join(problems[:10]) + f"\n({len(problems)} in all)"
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import polib
 import yaml
+
 from conventions import toc_entries  # every page of _toc.yml, the root first
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,23 +1,24 @@
-"""Every lesson follows the anatomy of DESIGN.md §4. (nbval, run by the same `pytest`,
-re-executes the lessons and compares every stored output; these tests check the shape.)"""
+"""Every lesson has the anatomy of a lesson: a title with its Colab badge and goals, a silent
+setup cell, stored and clean outputs, 3 to 5 exercises with checkers and hidden solutions (one
+of which changes an experiment), progress bars on training loops, asserted claims, a summary
+and a key-terms table with the Chinese terms, all in the glossary. These tests read the
+notebooks without running them; ``tests/test_lessons.py`` runs them."""
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+import conventions
+import run_notebooks
+from attnlib.exercises import REGISTRY
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import conventions  # noqa: E402
-import run_notebooks  # noqa: E402
-
-from attnlib.exercises import REGISTRY  # noqa: E402
 
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
