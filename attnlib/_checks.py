@@ -440,14 +440,9 @@ def check_positions(fn: str, length, max_len: int) -> None:
         )
 
 
-def check_rank(fn: str, length, rank, length_name: str | None = None) -> None:
-    """A low-rank projection mixes ``length`` tokens into ``1 <= rank <= length`` rows.
-
-    ``length_name`` is the caller's name for ``length`` in messages. Left out, it is "length"
-    for ``segment_means`` and "max_len" otherwise (the layers' name), as for callers that do
-    not pass it yet."""
-    if length_name is None:
-        length_name = "length" if fn == "segment_means" else "max_len"
+def check_rank(fn: str, length_name: str, length, rank) -> None:
+    """A low-rank projection mixes ``length`` tokens (the caller's ``length_name``) into
+    ``1 <= rank <= length`` rows."""
     require_positive_int(fn, length_name, length)
     require_positive_int(fn, "rank", rank)
     if rank > length:

@@ -216,6 +216,8 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_tiled("tiled_attention", q, k, v, mask, block_q, block_k)
+    if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
+        return _attention(q, k, v, mask, scale, need_weights=True)[0]
     plan = _tiles.FullPlan(
         q.shape[-2], k.shape[-2], block_q or _tiles.DEFAULT_BLOCK, block_k or _tiles.DEFAULT_BLOCK
     )
@@ -297,7 +299,7 @@ def _pad_rows(x: np.ndarray, before: int, after: int) -> np.ndarray:
     return np.pad(x, [(0, 0)] * (x.ndim - 2) + [(before, after), (0, 0)])
 
 
-# --------------------------------------------------------------------------- linear attention
+# ------------------------------------------------------------ approximations: linear, low-rank
 
 
 def elu_feature_map(x) -> np.ndarray:
@@ -415,7 +417,7 @@ def segment_means(length: int, rank: int) -> np.ndarray:
            [0. , 0. , 0.5, 0.5, 0. , 0. ],
            [0. , 0. , 0. , 0. , 0.5, 0.5]])
     """
-    _checks.check_rank("segment_means", length, rank)
+    _checks.check_rank("segment_means", "length", length, rank)
     segment = np.arange(length) * rank // length
     member = (segment[None, :] == np.arange(rank)[:, None]).astype(float)
     return member / member.sum(axis=1, keepdims=True)
@@ -441,7 +443,7 @@ class LowRankSelfAttention:
 
     def __init__(self, d_model: int, max_len: int, rank: int, d_k=None, d_v=None, seed=0):
         d_k, d_v = _checks.check_layer_dims("LowRankSelfAttention", d_model, d_k, d_v)
-        _checks.check_rank("LowRankSelfAttention", max_len, rank)
+        _checks.check_rank("LowRankSelfAttention", "max_len", max_len, rank)
         self.d_model, self.d_k, self.d_v, self.max_len = d_model, d_k, d_v, max_len
         rng = np.random.default_rng(seed)
         std = d_model**-0.5

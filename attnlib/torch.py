@@ -44,11 +44,11 @@ __all__ = [
     "window_mask",
     "graph_mask",
     "sinusoidal_positional_encoding",
+    "LearnedPositionalEmbedding",
     "SelfAttention",
     "split_heads",
     "merge_heads",
     "MultiHeadAttention",
-    "LearnedPositionalEmbedding",
     "LayerNorm",
     "FeedForward",
     "TransformerEncoderBlock",
@@ -262,6 +262,8 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     fn = "tiled_attention"
     _require_tensors(fn, q=q, k=k, v=v, mask=mask)
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
+    if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
+        return _attention(q, k, v, mask, scale, need_weights=True)[0]
     if block_q is None or block_k is None:
         sequences = math.prod(_batch(q, k, v))
         on_cpu = _checks.in_main_memory(q)
@@ -306,7 +308,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     return _torch_tiled.tiled(q, k, v, None, scale, plan)
 
 
-# --------------------------------------------------------------------------- linear attention
+# ------------------------------------------------------------ approximations: linear, low-rank
 
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -404,7 +406,7 @@ def segment_means(length: int, rank: int, dtype=None, device=None) -> torch.Tens
     tensor([[0.5000, 0.5000, 0.0000, 0.0000],
             [0.0000, 0.0000, 0.5000, 0.5000]])
     """
-    _checks.check_rank("segment_means", length, rank)
+    _checks.check_rank("segment_means", "length", length, rank)
     segment = torch.arange(length, device=device) * rank // length
     member = (segment[None, :] == torch.arange(rank, device=device)[:, None]).to(
         dtype or torch.get_default_dtype()
@@ -434,7 +436,7 @@ class LowRankSelfAttention(nn.Module):
     ):
         super().__init__()
         d_k, d_v = _checks.check_layer_dims("LowRankSelfAttention", d_model, d_k, d_v)
-        _checks.check_rank("LowRankSelfAttention", max_len, rank)
+        _checks.check_rank("LowRankSelfAttention", "max_len", max_len, rank)
         self.d_model, self.d_k, self.d_v, self.max_len = d_model, d_k, d_v, max_len
         generator = None if seed is None else torch.Generator().manual_seed(seed)
         std = d_model**-0.5
@@ -559,6 +561,32 @@ def sinusoidal_positional_encoding(
     encoding[:, 0::2] = torch.sin(angles)
     encoding[:, 1::2] = torch.cos(angles[:, : d_model // 2])
     return encoding.to(dtype or torch.get_default_dtype())
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One learned vector per position, ``0 … max_len − 1``: a lookup table trained with the model.
+
+    ``forward(length)`` returns the first ``length`` rows, ``(length, d_model)``, to be added to
+    the token embeddings, like ``sinusoidal_positional_encoding(length, d_model)``. Unlike the
+    sinusoids, the table ends at ``max_len``: a longer input has positions that were never
+    trained, and asking for them is an error.
+
+    >>> LearnedPositionalEmbedding(max_len=128, d_model=16, seed=0)(10).shape
+    torch.Size([10, 16])
+    """
+
+    def __init__(self, max_len: int, d_model: int, seed=None, dtype=None, device=None):
+        super().__init__()
+        _checks.require_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
+        _checks.require_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
+        generator = None if seed is None else torch.Generator().manual_seed(seed)
+        weight = torch.randn(max_len, d_model, generator=generator, dtype=dtype) * 0.02
+        self.weight = nn.Parameter(weight.to(device))
+
+    def forward(self, length: int) -> torch.Tensor:
+        """The position vectors of positions ``0 … length − 1``, ``(length, d_model)``."""
+        _checks.check_positions("LearnedPositionalEmbedding", length, self.weight.shape[0])
+        return self.weight[:length]
 
 
 # --------------------------------------------------------------------------- layers
@@ -741,35 +769,6 @@ def _project(x: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:
     return x @ w if b is None else x @ w + b
 
 
-# --------------------------------------------------------------------------- learned positions
-
-
-class LearnedPositionalEmbedding(nn.Module):
-    """One learned vector per position, ``0 … max_len − 1``: a lookup table trained with the model.
-
-    ``forward(length)`` returns the first ``length`` rows, ``(length, d_model)``, to be added to
-    the token embeddings, like ``sinusoidal_positional_encoding(length, d_model)``. Unlike the
-    sinusoids, the table ends at ``max_len``: a longer input has positions that were never
-    trained, and asking for them is an error.
-
-    >>> LearnedPositionalEmbedding(max_len=128, d_model=16, seed=0)(10).shape
-    torch.Size([10, 16])
-    """
-
-    def __init__(self, max_len: int, d_model: int, seed=None, dtype=None, device=None):
-        super().__init__()
-        _checks.require_positive_int("LearnedPositionalEmbedding", "max_len", max_len)
-        _checks.require_positive_int("LearnedPositionalEmbedding", "d_model", d_model)
-        generator = None if seed is None else torch.Generator().manual_seed(seed)
-        weight = torch.randn(max_len, d_model, generator=generator, dtype=dtype) * 0.02
-        self.weight = nn.Parameter(weight.to(device))
-
-    def forward(self, length: int) -> torch.Tensor:
-        """The position vectors of positions ``0 … length − 1``, ``(length, d_model)``."""
-        _checks.check_positions("LearnedPositionalEmbedding", length, self.weight.shape[0])
-        return self.weight[:length]
-
-
 # --------------------------------------------------------------------------- the Transformer block
 
 
@@ -884,14 +883,17 @@ class TransformerEncoderBlock(nn.Module):
         device=None,
     ):
         super().__init__()
-        kinds = {"dtype": dtype, "device": device}
+        factory_kwargs = {"dtype": dtype, "device": device}  # PyTorch's name
         seeds = (None, None) if seed is None else (seed, seed + 1)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(
-            d_model, num_heads, bias=True, seed=seeds[0], **kinds
+            d_model, num_heads, bias=True, seed=seeds[0], **factory_kwargs
         )
-        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[1], **kinds)
-        self.norm1, self.norm2 = LayerNorm(d_model, **kinds), LayerNorm(d_model, **kinds)
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[1], **factory_kwargs)
+        self.norm1, self.norm2 = (
+            LayerNorm(d_model, **factory_kwargs),
+            LayerNorm(d_model, **factory_kwargs),
+        )
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
@@ -956,17 +958,19 @@ class TransformerDecoderBlock(nn.Module):
         device=None,
     ):
         super().__init__()
-        kinds = {"dtype": dtype, "device": device}
+        factory_kwargs = {"dtype": dtype, "device": device}  # PyTorch's name
         seeds = (None,) * 3 if seed is None else (seed, seed + 1, seed + 2)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(
-            d_model, num_heads, bias=True, seed=seeds[0], **kinds
+            d_model, num_heads, bias=True, seed=seeds[0], **factory_kwargs
         )
         self.cross_attention = MultiHeadAttention(
-            d_model, num_heads, bias=True, seed=seeds[1], **kinds
+            d_model, num_heads, bias=True, seed=seeds[1], **factory_kwargs
         )
-        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[2], **kinds)
-        self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model, **kinds) for _ in range(3))
+        self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seeds[2], **factory_kwargs)
+        self.norm1, self.norm2, self.norm3 = (
+            LayerNorm(d_model, **factory_kwargs) for _ in range(3)
+        )
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:

@@ -31,6 +31,18 @@ def test_no_keys_means_zero_output(b):
 
 
 @BACKENDS
+def test_no_keys_in_tiled_attention_means_zero_output_too(b):
+    """The tiled kernel has no key tile to visit: it gives dense attention's zeros, with a
+    batch and a mask too (it used to fail)."""
+    q, k, v = arrays(b, (2, 3, 4), (1, 0, 4), (1, 0, 2), fill=1.0)
+    mask = arrays(b, (3, 0), dtype=bool)[0]
+    for given in (None, mask):
+        out = b.tiled_attention(q, k, v, given, block_q=2, block_k=2)
+        assert tuple(out.shape) == (2, 3, 2)
+        assert float(np.abs(np.asarray(out)).sum()) == 0.0
+
+
+@BACKENDS
 def test_no_queries_means_empty_output(b):
     out, weights = b.attention(*arrays(b, (0, 4), (5, 4), (5, 2)))
     assert tuple(out.shape) == (0, 2) and tuple(weights.shape) == (0, 5)

@@ -287,4 +287,4 @@ def test_a_boolean_mask_does_not_count_as_a_dtype_of_its_own():
 
 def test_check_rank_names_the_length_as_its_caller_says():
     with pytest.raises(ValueError, match="num_tokens must be >= 1; got num_tokens=0"):
-        _checks.check_rank("f", 0, 1, length_name="num_tokens")
+        _checks.check_rank("f", "num_tokens", 0, 1)
