@@ -89,30 +89,61 @@ def pytest_xdist_make_scheduler(config, log):
     return KeepTogetherScheduling(config, log)
 
 
-#: Roughly how long each long job takes on a 2-core machine, in seconds (the lessons on the
-#: simulated other computer; `make test` prints the slowest tests). Only the order of the run
-#: depends on these numbers: the longest first, then everything else as collected.
+#: How long the long jobs took on this 2-core machine, in seconds (`make test` prints the
+#: slowest tests). Only the order of the run depends on these numbers: the longest first, then
+#: everything else as collected. A run records what each job took in pytest's cache, and the
+#: next run on the same checkout orders by those figures instead.
 EXPECTED_SECONDS = {
-    "the built book": 150,
-    "tests/test_fresh_learner.py": 90,
+    "[12_efficient_attention]": 180,
+    "[07_sequence_to_sequence]": 130,
+    "[13_putting_it_together]": 122,
+    "the built book": 100,
+    "[09_self_attention_and_cnns]": 84,
+    "[05_positional_encoding]": 77,
+    "[10_self_attention_and_rnns]": 71,
+    "[08_truncated_self_attention]": 62,
+    "tests/test_fresh_learner.py": 56,
+    "[04_multi_head_attention]": 29,
     "tests/test_translations.py": 20,
+    "[11_self_attention_on_graphs]": 16,
+    "test_quick_bench_reports_every_row": 16,
     "test_nbval_passes_on_a_lesson_with_progress_bars": 15,
-    "[03_queries_keys_values]": 10,
-    "[04_multi_head_attention]": 28,
-    "[05_positional_encoding]": 82,
-    "[07_sequence_to_sequence]": 111,
-    "[08_truncated_self_attention]": 73,
+    "[03_queries_keys_values]": 11,
 }
+MEASURED = "attnlib/scope-seconds"  # the cache key of the last run's figures
 
 
-def expected_seconds(scope: str) -> float:
+def expected_seconds(scope: str, measured: dict[str, float]) -> float:
+    if scope in measured:
+        return measured[scope]
     return max((s for key, s in EXPECTED_SECONDS.items() if key in scope), default=0)
+
+
+#: The seconds each job took in this run, added up in the main process (xdist sends it every
+#: report).
+SCOPE_SECONDS: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(session, config, items):
     """The longest jobs first (a stable sort: the rest stays in collection order)."""
-    cost = {}
-    for item in items:
-        scope = scope_of(item.nodeid)
-        cost[scope] = cost.get(scope) or expected_seconds(scope)
+    cache = getattr(config, "cache", None)
+    measured = cache.get(MEASURED, {}) if cache is not None else {}
+    cost = {
+        scope: expected_seconds(scope, measured)
+        for scope in map(scope_of, (i.nodeid for i in items))
+    }
     items.sort(key=lambda item: -cost[scope_of(item.nodeid)])
+
+
+def pytest_runtest_logreport(report):
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        scope = scope_of(report.nodeid)
+        SCOPE_SECONDS[scope] = SCOPE_SECONDS.get(scope, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Keep the long jobs' figures for the next run's order."""
+    cache = getattr(session.config, "cache", None)
+    if cache is not None and SCOPE_SECONDS and "PYTEST_XDIST_WORKER" not in os.environ:
+        long_jobs = {scope: round(s, 1) for scope, s in SCOPE_SECONDS.items() if s >= 5}
+        cache.set(MEASURED, {**cache.get(MEASURED, {}), **long_jobs})
