@@ -5,8 +5,9 @@ every image loads, every formula is typeset by the book's own MathJax, every lin
 book leads to a page that exists (each link is fetched once per run), and nothing is fetched
 from outside the loopback server. On a lesson page also: the Colab launch link points at its
 notebook; no solution shows anything (code or output) until its dropdown is opened, and then
-it does; the Colab setup cell is folded. A screenshot of each lesson page is saved to
-``_build/screenshots/`` for people to look at.
+it does; the Colab setup cell is folded. With ``ATTNLIB_SCREENSHOTS=1`` (`make
+screenshots`), a screenshot of each lesson page is saved to ``_build/screenshots/`` for
+people to look at.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it). Where it is missing the test skips,
 saying so, except under ``CI=true`` (``.ci/run`` sets it), where a missing browser fails.
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+TAKE_SCREENSHOTS = os.environ.get("ATTNLIB_SCREENSHOTS") == "1"
 #: Every page in both editions: English, and Chinese under zh/.
 PAGES = conventions.toc_entries()
 PAGES = PAGES + [f"zh/{page}" for page in PAGES]
@@ -178,8 +180,9 @@ def solution_lines(path: str) -> list[str]:
 
 def check_lesson_page(page, path: str) -> None:
     """The Colab launch link; no solution shows anything (code or output) until its dropdown
-    is opened, and then it does; the Colab setup cell is folded. Then a screenshot of the
-    whole page, with the solutions open, for people to look at."""
+    is opened, and then it does; the Colab setup cell is folded. With
+    ``ATTNLIB_SCREENSHOTS=1``, a screenshot of the whole page, with the solutions open, for
+    people to look at."""
     colab = conventions.colab_url(f"{path}.ipynb")
     assert page.locator(f'a[href="{colab}"]').count() >= 1, f"no Colab link to {colab}"
 
@@ -199,9 +202,10 @@ def check_lesson_page(page, path: str) -> None:
     opened = page.inner_text("article")
     assert all(line in opened for line in hidden), "an opened solution does not show its code"
 
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    name = ("zh-" if path.startswith("zh/") else "") + Path(path).name
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    if TAKE_SCREENSHOTS:  # 2 to 3 seconds a page: only when someone will look at them
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        name = ("zh-" if path.startswith("zh/") else "") + Path(path).name
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 @pytest.mark.parametrize(("edition", "query"), [("", "positional encoding"), ("zh/", "自注意力")])
