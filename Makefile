@@ -36,11 +36,8 @@ book: $(STAMP)  ## build the HTML book, English in _build/html and Chinese in _b
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 	@echo "Open _build/html/index.html (English) or _build/html/zh/index.html (中文)"
 
-# One more test process than processors: a few tests wait on a browser, pip or a subprocess.
-WORKERS := $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)' 2>/dev/null || echo 3)
-
 test: $(STAMP)  ## every test: attnlib, every lesson (on a simulated other computer), both books, the browser
-	$(BIN)/python -m pytest -n $(WORKERS) --durations=15
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=15
 
 screenshots: $(STAMP)  ## the browser test, saving a screenshot of every lesson page to _build/screenshots
 	ATTNLIB_SCREENSHOTS=1 $(BIN)/python -m pytest tests/test_browser.py

@@ -157,6 +157,13 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
     return tuple(result)
 
 
+def checked_batch_shape(*tensors) -> tuple[int, ...]:
+    """``batch_shape`` of ``(..., L, d)`` arrays already checked to broadcast, without the
+    check (attnlib's own: ``torch.broadcast_shapes`` costs more than attention of a few
+    tokens)."""
+    return broadcast_shapes(*(x.shape[:-2] for x in tensors))
+
+
 def require_bool_mask(fn: str, mask) -> None:
     """A mask holds booleans: True = may attend."""
     if not is_bool(mask):

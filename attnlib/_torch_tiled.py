@@ -52,7 +52,7 @@ def tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
     """Attention of ``(..., L, d)`` q, k, v under a plan (``attnlib._tiles``), differentiable:
     a forward pass, with a backward pass that recomputes the tiles. ``mask`` (or None) must
     broadcast to ``(..., L_q, L_k)``; output ``(..., L_q, d_v)``."""
-    batch = batch_shape(q, k, v)
+    batch = _checks.checked_batch_shape(q, k, v)
     if mask is not None:
         mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
     if needs_gradients(q, k, v):
@@ -65,11 +65,6 @@ def needs_gradients(*tensors: torch.Tensor) -> bool:
     """Whether autograd will want gradients of any of ``tensors`` (then the kernel keeps the
     log-sum-exp and a backward pass follows)."""
     return torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
-
-
-def batch_shape(*tensors: torch.Tensor) -> tuple[int, ...]:
-    """The broadcast of the batch axes of ``(..., L, d)`` tensors checked to broadcast."""
-    return _checks.broadcast_shapes(*(x.shape[:-2] for x in tensors))
 
 
 def as_sequences(batch, *tensors) -> list[torch.Tensor]:
@@ -85,7 +80,7 @@ class TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, plan):
-        batch = batch_shape(q, k, v)
+        batch = _checks.checked_batch_shape(q, k, v)
         out, logsumexp = tiled_forward(
             *as_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=True
         )

@@ -69,13 +69,6 @@ def default_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _batch(*tensors: torch.Tensor) -> tuple[int, ...]:
-    """The broadcast of the batch dimensions of ``(..., L, d)`` tensors that were checked to
-    broadcast (attnlib's own: ``torch.broadcast_shapes`` costs more than attention of a few
-    tokens)."""
-    return _checks.broadcast_shapes(*(x.shape[:-2] for x in tensors))
-
-
 def _require_tensors(fn: str, **named) -> None:
     """Refuse arguments that are not tensors (None is allowed), or that live on different
     devices, naming the arguments."""
@@ -216,7 +209,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     rows with nothing to attend to are set to zero explicitly (the kernels' own treatment of
     such rows has changed between PyTorch versions).
     """
-    batch = _batch(q, k, v)
+    batch = _checks.checked_batch_shape(q, k, v)
     q = q.expand(*batch, *q.shape[-2:])
     k = k.expand(*batch, *k.shape[-2:])
     v = v.expand(*batch, *v.shape[-2:])
@@ -265,7 +258,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
         return _attention(q, k, v, mask, scale, need_weights=True)[0]
     if block_q is None or block_k is None:
-        sequences = math.prod(_batch(q, k, v))
+        sequences = math.prod(_checks.checked_batch_shape(q, k, v))
         on_cpu = _checks.in_main_memory(q)
         default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
@@ -302,7 +295,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
         scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
-        batch = _batch(q, k, v)
+        batch = _checks.checked_batch_shape(q, k, v)
         sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences, group_scores=scores)
     return _torch_tiled.tiled(q, k, v, None, scale, plan)
@@ -364,7 +357,7 @@ def linear_attention_recurrent(q, k, v) -> torch.Tensor:
     _checks.check_attention("linear_attention_recurrent", q, k, v, None)
     _checks.check_same_length("linear_attention_recurrent", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
-    batch = _batch(q, k, v)
+    batch = _checks.checked_batch_shape(q, k, v)
     state = q.new_zeros(*batch, k.shape[-1], v.shape[-1])
     normaliser = q.new_zeros(*batch, k.shape[-1])
     out = q.new_empty(*batch, q.shape[-2], v.shape[-1])

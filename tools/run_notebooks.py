@@ -18,6 +18,7 @@ answers "would another computer regenerate the same book?".
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import os
@@ -192,10 +193,14 @@ def check(path: Path, env: dict[str, str] | None = None) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    env = other_machine_env() if "--other-machine" in argv else None
-    checking = "--check" in argv
-    argv = [a for a in argv if a not in ("--other-machine", "--check")]
-    paths = [Path(a).resolve() for a in argv] or sorted(LESSONS.glob("*.ipynb"))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; report changes")
+    parser.add_argument("--other-machine", action="store_true", help="other_machine_env()")
+    parser.add_argument("notebooks", nargs="*", type=Path, help="default: every lesson")
+    args = parser.parse_args(argv)
+    env = other_machine_env() if args.other_machine else None
+    checking = args.check
+    paths = [p.resolve() for p in args.notebooks] or sorted(LESSONS.glob("*.ipynb"))
     if not paths:
         print(f"no notebooks found in {LESSONS}", file=sys.stderr)
         return 1
