@@ -60,6 +60,20 @@ def require_same_dtype(fn: str, named: dict) -> None:
     )
 
 
+def require_layer_dtype(fn: str, named: dict, dtype) -> None:
+    """Raise TypeError unless the tensors in ``named`` have ``dtype``, the dtype of a layer's
+    parameters (PyTorch would raise its own error inside the first product)."""
+    other = {name: x for name, x in named.items() if x.dtype != dtype}
+    if other:
+        name, x = next(iter(other.items()))
+        kind = str(dtype).removeprefix("torch.")
+        raise TypeError(
+            f"{fn}: {name} is {str(x.dtype).removeprefix('torch.')} but the layer's parameters "
+            f"are {kind}; convert one of them, e.g. {name}.to(torch.{kind}) or "
+            f"layer.to({name}.dtype)"
+        )
+
+
 def names_and(names) -> str:
     """``q, k and v`` for the names ``q``, ``k``, ``v``."""
     *first, last = names

@@ -387,6 +387,8 @@ def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
     _checks.check_attention("low_rank_attention", q, k, v, None)
     _checks.check_projection("low_rank_attention", "projection_k", projection_k, k.shape[-2])
     _checks.check_projection("low_rank_attention", "projection_v", projection_v, k.shape[-2])
+    projections = {"k": k, "projection_k": projection_k, "projection_v": projection_v}
+    _checks.require_same_dtype("low_rank_attention", projections)
     weights = _masked_softmax(_scaled_scores(q, projection_k @ k, scale), -1, None)
     return weights @ (projection_v @ v), weights
 
@@ -447,6 +449,7 @@ class LowRankSelfAttention(nn.Module):
         """Attend from every token of ``x`` to ``rank`` mixtures of its tokens."""
         _require_tensors("LowRankSelfAttention", x=x)
         _checks.check_layer_input("LowRankSelfAttention", x, self.d_model)
+        _checks.require_layer_dtype("LowRankSelfAttention", {"x": x}, self.w_q.dtype)
         _checks.check_positions("LowRankSelfAttention", x.shape[-2], self.max_len)
         length = x.shape[-2]
         projections = self.projection_k[:, :length], self.projection_v[:, :length]
@@ -618,6 +621,7 @@ class SelfAttention(nn.Module):
         """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
         _require_tensors("SelfAttention", x=x, mask=mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
+        _checks.require_layer_dtype("SelfAttention", {"x": x}, self.w_q.dtype)
         if mask is not None:
             _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
         return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
@@ -738,6 +742,7 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         _require_tensors("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         _checks.check_multihead_input("MultiHeadAttention", query, key, value, self.d_model)
+        _checks.require_layer_dtype("MultiHeadAttention", {"query": query}, self.w_q.dtype)
         mask = _checks.mask_for_heads("MultiHeadAttention", mask, query, key, self.num_heads)
         return self._forward(query, key, value, mask, need_weights)
 
@@ -791,6 +796,7 @@ class LayerNorm(nn.LayerNorm):
         """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         _require_tensors("LayerNorm", x=x)
         _checks.check_layer_input("LayerNorm", x, self.normalized_shape[-1])
+        _checks.require_layer_dtype("LayerNorm", {"x": x}, self.weight.dtype)
         return self._forward(x)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -843,6 +849,7 @@ class FeedForward(nn.Module):
         """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         _require_tensors("FeedForward", x=x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
+        _checks.require_layer_dtype("FeedForward", {"x": x}, self.w_1.dtype)
         return self._forward(x)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -909,6 +916,7 @@ class TransformerEncoderBlock(nn.Module):
         fn, heads = "TransformerEncoderBlock", self.self_attention.num_heads
         _require_tensors(fn, x=x, mask=mask)
         _checks.check_multihead_input(fn, x, x, x, self.self_attention.d_model)  # x is the query
+        _checks.require_layer_dtype(fn, {"x": x}, self.self_attention.w_q.dtype)
         head_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
         attend, norm1, norm2 = (
             self.self_attention._forward,
@@ -988,6 +996,7 @@ class TransformerDecoderBlock(nn.Module):
         fn, heads = "TransformerDecoderBlock", self.self_attention.num_heads
         _require_tensors(fn, x=x, memory=memory, mask=mask, memory_mask=memory_mask)
         _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
+        _checks.require_layer_dtype(fn, {"x": x}, self.self_attention.w_q.dtype)
         if causal:
             future = causal_mask(x.shape[-2], device=x.device)
             mask = future if mask is None else mask & future

@@ -252,6 +252,40 @@ def tensors(*dtypes, shape=(5, 4)):
             lambda: atorch.TransformerDecoderBlock(4, 2, 8)(*tensors(T32, T64)),
             ["TransformerDecoderBlock", "must have the same dtype", "float32", "float64"],
         ),
+        (
+            lambda: atorch.low_rank_attention(
+                *tensors(T32, T32, T32), atorch.segment_means(5, 2, dtype=T64)
+            ),
+            ["low_rank_attention: k, projection_k and projection_v must have the same dtype"],
+        ),
+        (
+            lambda: atorch.SelfAttention(4)(*tensors(T64)),
+            ["SelfAttention: x is float64 but the layer's parameters are float32", "x.to("],
+        ),
+        (
+            lambda: atorch.LowRankSelfAttention(4, max_len=5, rank=2)(*tensors(T64)),
+            ["LowRankSelfAttention: x is float64 but the layer's parameters are float32"],
+        ),
+        (
+            lambda: atorch.MultiHeadAttention(4, 2)(*tensors(T64)),
+            ["MultiHeadAttention: query is float64 but the layer's parameters are float32"],
+        ),
+        (
+            lambda: atorch.LayerNorm(4)(*tensors(T64)),
+            ["LayerNorm: x is float64 but the layer's parameters are float32"],
+        ),
+        (
+            lambda: atorch.FeedForward(4, 8)(*tensors(T64)),
+            ["FeedForward: x is float64 but the layer's parameters are float32"],
+        ),
+        (
+            lambda: atorch.TransformerEncoderBlock(4, 2, 8)(*tensors(T64)),
+            ["TransformerEncoderBlock: x is float64 but the layer's parameters are float32"],
+        ),
+        (
+            lambda: atorch.TransformerDecoderBlock(4, 2, 8)(*tensors(T64, T64)),
+            ["TransformerDecoderBlock: x is float64 but the layer's parameters are float32"],
+        ),
     ],
 )
 def test_torch_backend_refuses_mixed_float_dtypes(call, words):
