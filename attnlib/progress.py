@@ -2,7 +2,7 @@
 
 ``progress(range(steps), desc="training")`` wraps an iterable in a ``tqdm`` bar: a widget in
 Jupyter and Colab, a line of text in a terminal. A bar shows timings, which differ on every
-run, so it must never reach an output that is saved or compared. It is off
+run, so it must never reach an output that is saved or compared. It is off:
 
 * where ``ATTNLIB_PROGRESS=0`` is set: `make notebooks` sets it, so no bar is committed;
 * inside a test run, unless ``ATTNLIB_PROGRESS`` says otherwise: pytest sets
