@@ -20,9 +20,9 @@ a failure as a diff. A cell whose printed digits depend on the machine is tagged
 Readers use nbval itself (``pytest --nbval lessons/NN_*.ipynb``, as its documentation says);
 the last test runs it that way, on a lesson that shows progress bars.
 
-A lesson that passed is not run again while nothing it depends on has changed: the notebook
-(its code and its committed outputs), ``attnlib``, ``tools/``, the pins and the settings of
-the run, on the same kind of machine and Python (``inputs_digest``). The digest of each pass
+A lesson that passed is not run again while nothing it depends on has changed: the notebook's
+code cells (code, tags, committed outputs), ``attnlib``, ``tools/``, the pins and the settings
+of the run, on the same kind of machine and Python (``inputs_digest``). The digest of each pass
 is kept in pytest's cache (``.pytest_cache``), so a commit that touches only prose, the
 translations or the tests runs no lesson; a fresh clone (CI) runs them all, and so does
 ``pytest --cache-clear``.
@@ -51,10 +51,16 @@ LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 
 
 def inputs_digest(notebook: Path, settings: dict[str, str]) -> str:
-    """A digest of everything a lesson's run depends on: the notebook, ``attnlib``, the tools
-    that run it, the pins, the ``settings`` of the run, this kind of machine and Python."""
+    """A digest of everything a lesson's run depends on: the notebook's code cells (their
+    code, tags and committed outputs; not its prose), ``attnlib``, the tools that run it, the
+    pins, the ``settings`` of the run, this kind of machine and Python."""
     digest = hashlib.sha256()
-    files = [notebook, ROOT / "requirements.txt", ROOT / "pyproject.toml"]
+    cells = nbformat.read(notebook, as_version=4).cells
+    code = [
+        (c.source, c.metadata.get("tags", []), c.outputs) for c in cells if c.cell_type == "code"
+    ]
+    digest.update(json.dumps(code, sort_keys=True).encode())
+    files = [ROOT / "requirements.txt", ROOT / "pyproject.toml"]
     files += sorted((ROOT / "attnlib").rglob("*.py")) + sorted((ROOT / "tools").glob("*.py"))
     for path in files:
         digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
@@ -79,6 +85,27 @@ def test_lesson_runs_and_its_outputs_hold_on_another_computer(lesson, cache):
 
     settings = run_notebooks.other_machine_env({})  # its own settings only
     run_unless_passed(cache, lesson.stem, inputs_digest(lesson, settings), check)
+
+
+def test_the_digest_follows_code_and_outputs_not_prose(tmp_path):
+    lesson = LESSONS[0]
+    nb = nbformat.read(lesson, as_version=4)
+    copy = tmp_path / "lesson.ipynb"
+
+    def digest_after(change) -> str:
+        edited = nbformat.from_dict(json.loads(json.dumps(nb)))
+        change(edited)
+        nbformat.write(edited, copy)
+        return inputs_digest(copy, {})
+
+    same = digest_after(lambda nb: None)
+    markdown = next(c for c in nb.cells if c.cell_type == "markdown")
+    index = nb.cells.index(markdown)
+    code_index = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.outputs)
+    assert digest_after(lambda nb: nb.cells[index].update(source="Other prose.")) == same
+    assert digest_after(lambda nb: nb.cells[code_index].update(source="x = 1")) != same
+    assert digest_after(lambda nb: nb.cells[code_index].update(outputs=[])) != same
+    assert inputs_digest(copy, {"OMP_NUM_THREADS": "2"}) != inputs_digest(copy, {})
 
 
 #: A short lesson whose training loops show progress bars (widgets in Jupyter).
