@@ -114,6 +114,7 @@ MEASURED = "attnlib/scope-seconds"  # the cache key of the last run's figures
 
 
 def expected_seconds(scope: str, measured: dict[str, float]) -> float:
+    """How long ``scope`` should take: the last run's figure, else the table's, else 0."""
     if scope in measured:
         return measured[scope]
     return max((s for key, s in EXPECTED_SECONDS.items() if key in scope), default=0)
@@ -136,6 +137,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_runtest_logreport(report):
+    """Add each report's seconds (setup, call, teardown) to its job's."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         scope = scope_of(report.nodeid)
         SCOPE_SECONDS[scope] = SCOPE_SECONDS.get(scope, 0.0) + report.duration
