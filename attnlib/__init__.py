@@ -19,11 +19,11 @@ Conventions, kept by every function in both backends:
 * **Bad input** raises ``ValueError`` or ``TypeError`` with a message that names the
   argument, the shape it got and the shape it needed. Each public call checks its input once.
   In the PyTorch backend ``q``, ``k`` and ``v`` (a layer's ``query``, ``key`` and ``value``)
-  must share one float dtype, or a ``TypeError`` names each one's dtype; NumPy promotes them
-  to the wider one. NaN and infinite values are found in NumPy arrays and CPU tensors;
-  tensors on a GPU are not scanned for them, because reading the answer back would make the
-  computer wait for the GPU on every call (there a NaN in the input gives NaN in the output,
-  as in PyTorch's layers).
+  must share one float dtype, and a layer's input must have its parameters' dtype, or a
+  ``TypeError`` names each one's dtype; NumPy promotes them to the wider one. NaN and
+  infinite values are found in NumPy arrays and CPU tensors; tensors on a GPU are not scanned
+  for them, because reading the answer back would make the computer wait for the GPU on every
+  call (there a NaN in the input gives NaN in the output, as in PyTorch's layers).
 
 **Random weights are drawn per backend.** A layer draws its weights from ``seed``: the NumPy
 layers with NumPy's generator, ``numpy.random.default_rng(seed)``, and ``seed=0`` by default

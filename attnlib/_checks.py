@@ -52,7 +52,7 @@ def require_same_dtype(fn: str, named: dict) -> None:
     dtype = tensors[0].dtype
     if all(x.dtype == dtype for x in tensors[1:]) or isinstance(tensors[0], np.ndarray):
         return
-    got = ", ".join(f"{name} {str(x.dtype).removeprefix('torch.')}" for name, x in named.items())
+    got = ", ".join(f"{name} {dtype_name(x.dtype)}" for name, x in named.items())
     first, other = next(iter(named)), next(name for name, x in named.items() if x.dtype != dtype)
     raise TypeError(
         f"{fn}: {names_and(named)} must have the same dtype; got {got}. "
@@ -60,18 +60,20 @@ def require_same_dtype(fn: str, named: dict) -> None:
     )
 
 
-def require_layer_dtype(fn: str, named: dict, dtype) -> None:
-    """Raise TypeError unless the tensors in ``named`` have ``dtype``, the dtype of a layer's
+def require_layer_dtype(fn: str, name: str, x, dtype) -> None:
+    """Raise TypeError unless the tensor ``x`` has ``dtype``, the dtype of a layer's
     parameters (PyTorch would raise its own error inside the first product)."""
-    other = {name: x for name, x in named.items() if x.dtype != dtype}
-    if other:
-        name, x = next(iter(other.items()))
-        kind = str(dtype).removeprefix("torch.")
+    if x.dtype != dtype:
         raise TypeError(
-            f"{fn}: {name} is {str(x.dtype).removeprefix('torch.')} but the layer's parameters "
-            f"are {kind}; convert one of them, e.g. {name}.to(torch.{kind}) or "
-            f"layer.to({name}.dtype)"
+            f"{fn}: {name} is {dtype_name(x.dtype)} but the layer's parameters are "
+            f"{dtype_name(dtype)}; convert one of them, e.g. {name}.to(torch.{dtype_name(dtype)})"
+            f" or layer.to({name}.dtype)"
         )
+
+
+def dtype_name(dtype) -> str:
+    """``float32`` for ``torch.float32`` (and for NumPy's ``float32``)."""
+    return str(dtype).removeprefix("torch.")
 
 
 def names_and(names) -> str:
@@ -171,7 +173,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
     return tuple(result)
 
 
-def checked_batch_shape(*tensors) -> tuple[int, ...]:
+def batch_shape_unchecked(*tensors) -> tuple[int, ...]:
     """``batch_shape`` of ``(..., L, d)`` arrays already checked to broadcast, without the
     check (attnlib's own: ``torch.broadcast_shapes`` costs more than attention of a few
     tokens)."""

@@ -52,7 +52,7 @@ def tiled(q, k, v, mask, scale, plan) -> torch.Tensor:
     """Attention of ``(..., L, d)`` q, k, v under a plan (``attnlib._tiles``), differentiable:
     a forward pass, with a backward pass that recomputes the tiles. ``mask`` (or None) must
     broadcast to ``(..., L_q, L_k)``; output ``(..., L_q, d_v)``."""
-    batch = _checks.checked_batch_shape(q, k, v)
+    batch = _checks.batch_shape_unchecked(q, k, v)
     if mask is not None:
         mask = mask.expand(*batch, q.shape[-2], k.shape[-2])  # a view: tiles cut from it
     if needs_gradients(q, k, v):
@@ -80,7 +80,7 @@ class TiledAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, plan):
-        batch = _checks.checked_batch_shape(q, k, v)
+        batch = _checks.batch_shape_unchecked(q, k, v)
         out, logsumexp = tiled_forward(
             *as_sequences(batch, q, k, v), mask, scale, plan, keep_logsumexp=True
         )

@@ -209,7 +209,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     rows with nothing to attend to are set to zero explicitly (the kernels' own treatment of
     such rows has changed between PyTorch versions).
     """
-    batch = _checks.checked_batch_shape(q, k, v)
+    batch = _checks.batch_shape_unchecked(q, k, v)
     q = q.expand(*batch, *q.shape[-2:])
     k = k.expand(*batch, *k.shape[-2:])
     v = v.expand(*batch, *v.shape[-2:])
@@ -258,7 +258,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
         return _attention(q, k, v, mask, scale, need_weights=True)[0]
     if block_q is None or block_k is None:
-        sequences = math.prod(_checks.checked_batch_shape(q, k, v))
+        sequences = math.prod(_checks.batch_shape_unchecked(q, k, v))
         on_cpu = _checks.in_main_memory(q)
         default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
@@ -295,7 +295,7 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
         scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=1, group_scores=scores)
     else:  # a GPU: all sequences at once, in large groups (fewer launches)
-        batch = _checks.checked_batch_shape(q, k, v)
+        batch = _checks.batch_shape_unchecked(q, k, v)
         sequences, scores = math.prod(batch), _tiles.GPU_BAND_GROUP_SCORES
         plan = _tiles.band_plan(q.shape[-2], window, causal, sequences, group_scores=scores)
     return _torch_tiled.tiled(q, k, v, None, scale, plan)
@@ -357,7 +357,7 @@ def linear_attention_recurrent(q, k, v) -> torch.Tensor:
     _checks.check_attention("linear_attention_recurrent", q, k, v, None)
     _checks.check_same_length("linear_attention_recurrent", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
-    batch = _checks.checked_batch_shape(q, k, v)
+    batch = _checks.batch_shape_unchecked(q, k, v)
     state = q.new_zeros(*batch, k.shape[-1], v.shape[-1])
     normaliser = q.new_zeros(*batch, k.shape[-1])
     out = q.new_empty(*batch, q.shape[-2], v.shape[-1])
@@ -449,7 +449,7 @@ class LowRankSelfAttention(nn.Module):
         """Attend from every token of ``x`` to ``rank`` mixtures of its tokens."""
         _require_tensors("LowRankSelfAttention", x=x)
         _checks.check_layer_input("LowRankSelfAttention", x, self.d_model)
-        _checks.require_layer_dtype("LowRankSelfAttention", {"x": x}, self.w_q.dtype)
+        _checks.require_layer_dtype("LowRankSelfAttention", "x", x, self.w_q.dtype)
         _checks.check_positions("LowRankSelfAttention", x.shape[-2], self.max_len)
         length = x.shape[-2]
         projections = self.projection_k[:, :length], self.projection_v[:, :length]
@@ -621,7 +621,7 @@ class SelfAttention(nn.Module):
         """Attend from every token of ``x`` to every token of ``x``; see the class docstring."""
         _require_tensors("SelfAttention", x=x, mask=mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
-        _checks.require_layer_dtype("SelfAttention", {"x": x}, self.w_q.dtype)
+        _checks.require_layer_dtype("SelfAttention", "x", x, self.w_q.dtype)
         if mask is not None:
             _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
         return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
@@ -742,7 +742,7 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         _require_tensors("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         _checks.check_multihead_input("MultiHeadAttention", query, key, value, self.d_model)
-        _checks.require_layer_dtype("MultiHeadAttention", {"query": query}, self.w_q.dtype)
+        _checks.require_layer_dtype("MultiHeadAttention", "query", query, self.w_q.dtype)
         mask = _checks.mask_for_heads("MultiHeadAttention", mask, query, key, self.num_heads)
         return self._forward(query, key, value, mask, need_weights)
 
@@ -796,7 +796,7 @@ class LayerNorm(nn.LayerNorm):
         """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         _require_tensors("LayerNorm", x=x)
         _checks.check_layer_input("LayerNorm", x, self.normalized_shape[-1])
-        _checks.require_layer_dtype("LayerNorm", {"x": x}, self.weight.dtype)
+        _checks.require_layer_dtype("LayerNorm", "x", x, self.weight.dtype)
         return self._forward(x)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -849,7 +849,7 @@ class FeedForward(nn.Module):
         """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         _require_tensors("FeedForward", x=x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
-        _checks.require_layer_dtype("FeedForward", {"x": x}, self.w_1.dtype)
+        _checks.require_layer_dtype("FeedForward", "x", x, self.w_1.dtype)
         return self._forward(x)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -916,7 +916,7 @@ class TransformerEncoderBlock(nn.Module):
         fn, heads = "TransformerEncoderBlock", self.self_attention.num_heads
         _require_tensors(fn, x=x, mask=mask)
         _checks.check_multihead_input(fn, x, x, x, self.self_attention.d_model)  # x is the query
-        _checks.require_layer_dtype(fn, {"x": x}, self.self_attention.w_q.dtype)
+        _checks.require_layer_dtype(fn, "x", x, self.self_attention.w_q.dtype)
         head_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
         attend, norm1, norm2 = (
             self.self_attention._forward,
@@ -996,7 +996,7 @@ class TransformerDecoderBlock(nn.Module):
         fn, heads = "TransformerDecoderBlock", self.self_attention.num_heads
         _require_tensors(fn, x=x, memory=memory, mask=mask, memory_mask=memory_mask)
         _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
-        _checks.require_layer_dtype(fn, {"x": x}, self.self_attention.w_q.dtype)
+        _checks.require_layer_dtype(fn, "x", x, self.self_attention.w_q.dtype)
         if causal:
             future = causal_mask(x.shape[-2], device=x.device)
             mask = future if mask is None else mask & future

@@ -17,7 +17,6 @@ still report the learner's own attempt as wrong: the solutions never replace it.
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import os
@@ -30,31 +29,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from lesson_code import modules_the_lessons_import
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 LESSONS = ["01_sequences_of_vectors", "03_queries_keys_values"]
 CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
-
-
-def modules_the_lessons_import() -> list[str]:
-    """The top-level modules imported by any lesson's code, outside the standard library."""
-    found = set()
-    for path in (ROOT / "lessons").glob("*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
-            if cell.cell_type != "code":
-                continue
-            code = "\n".join(
-                line
-                for line in cell.source.splitlines()
-                if not line.lstrip().startswith(("%", "!"))
-            )
-            for node in ast.walk(ast.parse(code)):
-                if isinstance(node, ast.Import):
-                    found |= {alias.name.split(".")[0] for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                    found.add(node.module.split(".")[0])
-    return sorted(found - set(sys.stdlib_module_names))
 
 
 def run(*command, **kwargs):
@@ -120,7 +101,7 @@ def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path
     attempts = with_wrong_attempts(nb)
     assert attempts, "every lesson has exercises"
     statuses = ", ".join(f"{i!r}: check({i!r}, {name}).status" for i, name in attempts.items())
-    imports = "\n".join(f"import {module}" for module in modules_the_lessons_import())
+    imports = "\n".join(f"import {module}" for module in sorted(modules_the_lessons_import()))
     final = f"{imports}\n\nprint({{{statuses}}})\nprint(attnlib.__file__)"
     nb.cells.append(nbformat.v4.new_code_cell(final))
     client = NotebookClient(

@@ -22,9 +22,8 @@ from sphinx.pycode import ModuleAnalyzer
 
 import attnlib.numpy as anp
 import attnlib.torch as atorch
+from lesson_code import LESSONS, ROOT, imported_modules, modules_the_lessons_import, without_magics
 
-ROOT = Path(__file__).resolve().parent.parent
-LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 API_PAGE = ROOT / "book" / "api.md"
 BACKENDS = [anp, atorch]
 
@@ -34,24 +33,6 @@ ONE_BACKEND_ONLY = {
     "attnlib.numpy": {},
     "attnlib.torch": {"default_device": "devices (CPU, CUDA, MPS) exist only in PyTorch"},
 }
-
-
-def without_magics(source: str) -> str:
-    """A code cell's source with its IPython lines (``%magic``, ``!shell``) left out."""
-    return "\n".join(
-        line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
-    )
-
-
-def imported_modules(source: str) -> set[str]:
-    """Top-level names of the modules that ``source`` imports (IPython magics skipped)."""
-    found = set()
-    for node in ast.walk(ast.parse(without_magics(source))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
-    return found
 
 
 def third_party(modules: set[str]) -> set[str]:
@@ -68,12 +49,7 @@ def test_the_lessons_extra_brings_every_module_the_lessons_and_attnlib_import():
         distribution_name(r)
         for r in project["dependencies"] + project["optional-dependencies"]["lessons"]
     }
-    modules = set()
-    for path in LESSONS:
-        nb = nbformat.read(path, as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                modules |= imported_modules(cell.source)
+    modules = modules_the_lessons_import()
     for path in (ROOT / "attnlib").rglob("*.py"):
         if path.name != "bench.py":  # a command-line tool, run with the book's own environment
             modules |= imported_modules(path.read_text(encoding="utf-8"))
