@@ -94,18 +94,18 @@ def pytest_xdist_make_scheduler(config, log):
 #: everything else as collected. A run records what each job took in pytest's cache, and the
 #: next run on the same checkout orders by those figures instead.
 EXPECTED_SECONDS = {
-    "[12_efficient_attention]": 180,
+    "[13_efficient_attention]": 180,
     "[07_sequence_to_sequence]": 130,
-    "[13_putting_it_together]": 122,
+    "[14_putting_it_together]": 122,
     "the built book": 100,
-    "[09_self_attention_and_cnns]": 84,
+    "[10_self_attention_and_cnns]": 84,
     "[05_positional_encoding]": 77,
-    "[10_self_attention_and_rnns]": 71,
+    "[11_self_attention_and_rnns]": 71,
     "[08_truncated_self_attention]": 62,
     "tests/test_fresh_learner.py": 56,
     "[04_multi_head_attention]": 29,
     "tests/test_translations.py": 20,
-    "[11_self_attention_on_graphs]": 16,
+    "[12_self_attention_on_graphs]": 16,
     "test_quick_bench_reports_every_row": 16,
     "test_nbval_passes_on_a_lesson_with_progress_bars": 15,
     "[03_queries_keys_values]": 11,

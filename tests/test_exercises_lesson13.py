@@ -4,92 +4,134 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlib import numpy as attn
 from attnlib.exercises.lesson13 import (
-    CAN_LEARN,
-    MODELS,
-    accuracy_by_position_reference,
-    expected_window_accuracy_reference,
+    SOLVERS,
+    attention_madds_reference,
+    pooling_projection,
+    reference_relative_errors,
 )
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def expected_window_accuracy(length, w, reader_accuracy):
-    in_reach = min(w, length - 1)
-    return (in_reach * reader_accuracy + (length - 1 - in_reach) * 0.1) / (length - 1)
+def low_rank_by_hand(q, k, v, projection_k, projection_v):
+    k_small, v_small = projection_k @ k, projection_v @ v  # (rank, d_k), (rank, d_v)
+    scores = q @ k_small.T / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ v_small
 
 
-CAN_LEARN_ANSWER = {
-    "A": {"bi-GRU", "attention with positions"},
-    "B": {"window FC", "bi-GRU", "attention with positions", "truncated attention"},
-    "C": {"bi-GRU", "attention with positions", "attention without positions"},
-    "D": set(MODELS),
+def attention_madds(L, d, window, rank):
+    return {
+        "exact": 2 * L * L * d,
+        "truncated": 2 * L * (2 * window + 1) * d,
+        "linear": 2 * L * d * d,
+        "low-rank": 4 * L * rank * d,
+    }
+
+
+WHICH = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
 }
-
-
-def accuracy_by_position(predictions, labels):
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=0)
-
-
-def reach_experiment(length):
-    """Stands in for the trained models: attention reads the key, the window FC guesses."""
-    return expected_window_accuracy(length, length, 0.97), expected_window_accuracy(length, 2, 0.97)
-
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def window_counts_key(length, w, reader_accuracy):
-    return (min(w, length) * reader_accuracy + (length - min(w, length)) * 0.1) / length
+def low_rank_no_projection(q, k, v, projection_k, projection_v):
+    return attn.attention(q, k, v)[0]
 
 
-def window_uncapped(length, w, reader_accuracy):
-    return (w * reader_accuracy + (length - 1 - w) * 0.1) / (length - 1)
+def low_rank_shared(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_k)[0]
 
 
-def window_no_guess(length, w, reader_accuracy):
-    return min(w, length - 1) * reader_accuracy / (length - 1)
+def low_rank_unscaled(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=1.0)[0]
 
 
-def by_sequence(predictions, labels):
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=1)
+def low_rank_rank_scale(q, k, v, projection_k, projection_v):
+    rank = projection_k.shape[0]
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=rank**-0.5)[0]
 
 
-def reach_swapped(length):
-    return tuple(reversed(reach_experiment(length)))
+def low_rank_projects_queries(q, k, v, projection_k, projection_v):
+    return attn.attention(projection_k @ q, projection_k @ k, projection_v @ v)[0]
+
+
+def madds_one_product(L, d, window, rank):
+    return {name: count // 2 for name, count in attention_madds(L, d, window, rank).items()}
+
+
+def madds_window_one_side(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * window * d}
+
+
+def madds_masked(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * L * d}
+
+
+def madds_no_projection(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "low-rank": 2 * L * rank * d}
+
+
+def madds_linear_quadratic(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "linear": 2 * L * L * d}
+
+
+def relative_errors(sharpness):
+    return reference_relative_errors(sharpness)
 
 
 CORRECT = {
-    "13.1": expected_window_accuracy,
-    "13.2": CAN_LEARN_ANSWER,
-    "13.3": accuracy_by_position,
-    "13.4": reach_experiment,
+    "13.1": low_rank_by_hand,
+    "13.2": attention_madds,
+    "13.4": relative_errors,
+    "13.3": WHICH,
 }
 
 WRONG = [
-    ("13.1", window_counts_key, "is not scored"),
-    ("13.1", window_uncapped, "cap the number in reach"),
-    ("13.1", window_no_guess, "one time in ten"),
-    ("13.2", {**CAN_LEARN_ANSWER, "A": {"attention with positions"}}, "the bi-GRU can learn it"),
-    (
-        "13.2",
-        {
-            **CAN_LEARN_ANSWER,
-            "A": {"bi-GRU", "attention with positions", "attention without positions"},
-        },
-        "attention without positions cannot",
-    ),
-    ("13.2", {**CAN_LEARN_ANSWER, "B": {"bi-GRU", "attention with positions"}}, "window FC can"),
-    ("13.2", {"A": set()}, "a dict with the keys"),
-    ("13.3", by_sequence, "axis 0"),
-    ("13.4", reach_swapped, "attention with positions"),
+    ("13.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
+    ("13.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
+    ("13.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),
+    ("13.1", low_rank_no_projection, "mixed down"),
+    ("13.1", low_rank_shared, "projection_v"),
+    ("13.1", low_rank_unscaled, "1/sqrt(d_k)"),
+    ("13.1", low_rank_rank_scale, "not 1/sqrt(rank)"),
+    ("13.1", low_rank_projects_queries, "queries stay"),
+    ("13.2", madds_one_product, "two"),
+    ("13.2", madds_window_one_side, "2w + 1"),
+    ("13.2", madds_masked, "never computes"),
+    ("13.2", madds_no_projection, "projections"),
+    ("13.2", madds_linear_quadratic, "never forms"),
+    ("13.2", lambda *args: 42, "dict"),
+    ("13.3", {**WHICH, "smooth": {"exact", "truncated", "linear"}}, "linear cannot"),
+    ("13.3", {**WHICH, "copy far": {"exact", "low-rank"}}, "rank must be L"),
+    ("13.3", {**WHICH, "global mean": {"exact"}}, "linear can"),
+    ("13.3", {**WHICH, "global mean": {"exact", "truncated", "linear", "low-rank"}}, "129"),
+    ("13.3", {**WHICH, "smooth": {"exact", "window"}}, "the variants are"),
+    ("13.3", {"smooth": {"exact"}}, "keys"),
 ]
 
 
-def test_references_agree_with_the_module():
-    assert CAN_LEARN == CAN_LEARN_ANSWER
-    assert expected_window_accuracy(32, 2, 0.97) == expected_window_accuracy_reference(32, 2, 0.97)
-    x = np.array([[1, 2], [1, 3]])
-    assert np.array_equal(
-        accuracy_by_position(x, x * 0 + 1), accuracy_by_position_reference(x, x * 0 + 1)
-    )
+def test_references_agree_with_attnlib():
+    assert attention_madds_reference(4096, 64, 64, 64) == attention_madds(4096, 64, 64, 64)
+    assert SOLVERS == WHICH
+    projection = pooling_projection(12, 3)
+    assert projection.shape == (3, 12) and np.allclose(projection.sum(axis=1), 1.0)
+    x = np.arange(12.0)[:, None]
+    assert np.allclose(projection @ x, [[1.5], [5.5], [9.5]])  # segment means
+
+
+def test_global_mean_is_exact_for_linear_and_low_rank():
+    rng = np.random.default_rng(0)
+    length, d = 256, 8
+    q = np.zeros((length, d))
+    k, v = rng.normal(0.0, 1.0, (2, length, d))
+    mean = np.broadcast_to(v.mean(axis=0), v.shape)
+    assert np.allclose(attn.linear_attention(q, q, v), mean)  # q = k = 0: phi = 1, uniform
+    assert not np.allclose(attn.linear_attention(q, k, v), mean)  # q = 0 alone is not enough
+    assert np.allclose(attn.low_rank_attention(q, k, v, pooling_projection(length, 64))[0], mean)
+    assert np.allclose(attn.attention(q, k, v)[0], mean)
