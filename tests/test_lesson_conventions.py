@@ -63,6 +63,16 @@ def test_size_under_2_mb(lesson):
     assert path.stat().st_size < 2_000_000
 
 
+def test_one_sitting(lesson):
+    """A lesson is read in one sitting: at most ``MAX_PROSE_WORDS`` words of prose."""
+    path, nb = lesson
+    words = conventions.prose_words(nb)
+    assert words <= conventions.MAX_PROSE_WORDS, (
+        f"{path.name}: {words} words of prose; move a side topic into a short "
+        f"'Going further' section or another lesson (at most {conventions.MAX_PROSE_WORDS})"
+    )
+
+
 def test_title_badge_and_goals(lesson):
     path, nb = lesson
     number = path.stem[:2]

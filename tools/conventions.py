@@ -48,6 +48,27 @@ SOLUTION_METADATA = {
 }
 
 
+#: One sitting per lesson: the most words of prose a lesson may have (its "Going further"
+#: section, exercises and key-terms table included).
+MAX_PROSE_WORDS = 4_000
+_NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]*`|<[^>]+>|\]\([^)]*\)|\{[a-z]+\}", re.S)
+
+
+def prose_words(notebook: dict) -> int:
+    """Words of prose in a notebook's Markdown cells: math, code spans, tags and link targets
+    left out, so that ``$QK^T$`` or a URL is not counted as words.
+
+    >>> prose_words({"cells": [{"cell_type": "markdown", "source": "Scores $s = q k^T$ are `x`."}]})
+    2
+    """
+    words = 0
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            words += len(re.findall(r"[^\W\d_][\w'’-]*", _NOT_PROSE.sub(" ", source)))
+    return words
+
+
 def repository() -> tuple[str, str]:
     """``(url, branch)`` of the book's repository, from ``_config.yml``."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
