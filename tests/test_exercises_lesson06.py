@@ -58,10 +58,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return gamma * (x - mean) / np.sqrt(var + eps) + beta
 
 
-def pre_norm_block(x, block, mask=None):
-    attended, _ = block.self_attention(block.norm1(x), mask=mask)
-    x = x + attended
-    return x + block.feed_forward(block.norm2(x))
+def decoder_block(x, memory, block, mask=None, memory_mask=None):
+    causal = attn.causal_mask(x.shape[-2])
+    attended, _ = block.self_attention(x, mask=causal if mask is None else mask & causal)
+    h = block.norm1(x + attended)
+    attended, _ = block.cross_attention(h, memory, memory, mask=memory_mask)
+    h = block.norm2(h + attended)
+    return block.norm3(h + block.feed_forward(h))
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -106,36 +109,60 @@ def norm_swapped(x, gamma, beta, eps=1e-5):
     return layer_norm(x, beta, gamma, eps)
 
 
-def block_post_norm(x, block, mask=None):
+def decoder_not_causal(x, memory, block, mask=None, memory_mask=None):
     attended, _ = block.self_attention(x, mask=mask)
-    x = block.norm1(x + attended)
-    return block.norm2(x + block.feed_forward(x))
+    h = block.norm1(x + attended)
+    attended, _ = block.cross_attention(h, memory, memory, mask=memory_mask)
+    h = block.norm2(h + attended)
+    return block.norm3(h + block.feed_forward(h))
 
 
-def block_ignores_mask(x, block, mask=None):
-    return pre_norm_block(x, block, None)
+def decoder_self_twice(x, memory, block, mask=None, memory_mask=None):
+    return decoder_block(x, x, block, mask, None)
 
 
-def block_no_residual(x, block, mask=None):
-    attended, _ = block.self_attention(block.norm1(x), mask=mask)
-    return attended + block.feed_forward(block.norm2(attended))
+def decoder_ignores_memory_mask(x, memory, block, mask=None, memory_mask=None):
+    return decoder_block(x, memory, block, mask, None)
 
 
-def block_returns_tuple(x, block, mask=None):
-    return block(x, mask)
+def decoder_ignores_mask(x, memory, block, mask=None, memory_mask=None):
+    return decoder_block(x, memory, block, None, memory_mask)
 
 
-def block_one_norm(x, block, mask=None):
-    attended, _ = block.self_attention(block.norm1(x), mask=mask)
-    x = x + attended
-    return x + block.feed_forward(block.norm1(x))
+def decoder_queries_from_input(x, memory, block, mask=None, memory_mask=None):
+    causal = attn.causal_mask(x.shape[-2])
+    attended, _ = block.self_attention(x, mask=causal if mask is None else mask & causal)
+    h = block.norm1(x + attended)
+    attended, _ = block.cross_attention(x, memory, memory, mask=memory_mask)
+    h = block.norm2(h + attended)
+    return block.norm3(h + block.feed_forward(h))
+
+
+def decoder_pre_norm(x, memory, block, mask=None, memory_mask=None):
+    causal = attn.causal_mask(x.shape[-2])
+    x = x + block.self_attention(block.norm1(x), mask=causal if mask is None else mask & causal)[0]
+    x = x + block.cross_attention(block.norm2(x), memory, memory, mask=memory_mask)[0]
+    return x + block.feed_forward(block.norm3(x))
+
+
+def decoder_returns_tuple(x, memory, block, mask=None, memory_mask=None):
+    return block(x, memory, mask, memory_mask)
+
+
+def decoder_norms_swapped(x, memory, block, mask=None, memory_mask=None):
+    causal = attn.causal_mask(x.shape[-2])
+    attended, _ = block.self_attention(x, mask=causal if mask is None else mask & causal)
+    h = block.norm2(x + attended)
+    attended, _ = block.cross_attention(h, memory, memory, mask=memory_mask)
+    h = block.norm1(h + attended)
+    return block.norm3(h + block.feed_forward(h))
 
 
 CORRECT = {
     "06.1": to_pytorch_attn_mask,
     "06.2": affected_outputs,
     "06.3": layer_norm,
-    "06.4": pre_norm_block,
+    "06.4": decoder_block,
     "06.5": padding_leak,
 }
 
@@ -157,11 +184,14 @@ WRONG = [
     ("06.3", norm_eps_outside, "inside the square root"),
     ("06.3", norm_no_affine, "gamma and beta are missing"),
     ("06.3", norm_swapped, "swapped"),
-    ("06.4", block_post_norm, "post-norm"),
-    ("06.4", block_ignores_mask, "mask was not used"),
-    ("06.4", block_no_residual, "residual"),
-    ("06.4", block_returns_tuple, "tuple"),
-    ("06.4", block_one_norm, "wrong numbers"),
+    ("06.4", decoder_not_causal, "not causal"),
+    ("06.4", decoder_self_twice, "must come from the memory"),
+    ("06.4", decoder_ignores_memory_mask, "memory_mask was not used"),
+    ("06.4", decoder_ignores_mask, "mask was not used"),
+    ("06.4", decoder_queries_from_input, "output of the first sublayer"),
+    ("06.4", decoder_pre_norm, "pre-norm"),
+    ("06.4", decoder_returns_tuple, "tuple"),
+    ("06.4", decoder_norms_swapped, "wrong numbers"),
 ]
 
 

@@ -186,44 +186,117 @@ def _check_layer_norm(layer_norm) -> None:
 # --------------------------------------------------------------------------- 06.4
 
 
-def _random_block(d_model: int, heads: int, d_ff: int, seed: int, norm_first: bool = True):
-    """An encoder block whose biases and LayerNorm parameters are not 0 and 1."""
-    rng = np.random.default_rng(seed)
-    block = attn.TransformerEncoderBlock(d_model, heads, d_ff, norm_first=norm_first, seed=seed)
-    mha, ffn = block.self_attention, block.feed_forward
-    for owner, name in [(mha, "b_q"), (mha, "b_k"), (mha, "b_v"), (mha, "b_o")]:
-        setattr(owner, name, rng.normal(0.0, 0.3, getattr(owner, name).shape))
-    ffn.b_1, ffn.b_2 = rng.normal(0.0, 0.3, ffn.b_1.shape), rng.normal(0.0, 0.3, ffn.b_2.shape)
-    for norm in (block.norm1, block.norm2):
-        norm.weight = rng.uniform(0.5, 1.5, d_model)
-        norm.bias = rng.normal(0.0, 0.3, d_model)
+def _randomise(block, rng: np.random.Generator):
+    """Give every bias and LayerNorm parameter of ``block`` random values (not 0 and 1)."""
+    for part in vars(block).values():
+        if isinstance(part, attn.MultiHeadAttention):
+            for name in ("b_q", "b_k", "b_v", "b_o"):
+                setattr(part, name, rng.normal(0.0, 0.3, getattr(part, name).shape))
+        elif isinstance(part, attn.FeedForward):
+            part.b_1 = rng.normal(0.0, 0.3, part.b_1.shape)
+            part.b_2 = rng.normal(0.0, 0.3, part.b_2.shape)
+        elif isinstance(part, attn.LayerNorm):
+            part.weight = rng.uniform(0.5, 1.5, part.weight.shape)
+            part.bias = rng.normal(0.0, 0.3, part.bias.shape)
     return block
 
 
-def _post_norm(x, block, mask):
-    attended, _ = block.self_attention(x, mask=mask)
+def _random_block(d_model: int, heads: int, d_ff: int, seed: int, norm_first: bool = True):
+    """An encoder block whose biases and LayerNorm parameters are not 0 and 1."""
+    block = attn.TransformerEncoderBlock(d_model, heads, d_ff, norm_first=norm_first, seed=seed)
+    return _randomise(block, np.random.default_rng(seed))
+
+
+def _random_decoder_block(d_model: int, heads: int, d_ff: int, seed: int):
+    """A post-norm decoder block whose biases and LayerNorm parameters are not 0 and 1."""
+    block = attn.TransformerDecoderBlock(d_model, heads, d_ff, seed=seed)
+    return _randomise(block, np.random.default_rng(seed))
+
+
+def _decoder_variant(x, memory, block, self_mask, memory_mask, keys=None, queries=None):
+    """The post-norm decoder block with the given self-attention mask; ``keys`` (default:
+    the memory) feed the cross-attention's keys and values, ``queries`` (default: the output
+    of the first sublayer) its queries."""
+    attended, _ = block.self_attention(x, mask=self_mask)
     h = block.norm1(x + attended)
-    return block.norm2(h + block.feed_forward(h))
+    source = memory if keys is None else keys(x, h)
+    query = h if queries is None else queries(x, h)
+    attended, _ = block.cross_attention(query, source, source, mask=memory_mask)
+    h = block.norm2(h + attended)
+    return block.norm3(h + block.feed_forward(h))
 
 
-@exercise("06.4", "a pre-norm encoder block")
-def _check_pre_norm_block(pre_norm_block) -> None:
-    rng = np.random.default_rng(604)
-    causal = attn.causal_mask(5)
-    padding = attn.padding_mask([5, 3], 5)[:, None]
-    cases = [
-        ((5, 8), 2, None, "no mask"),
-        ((2, 5, 8), 2, padding, "a padding mask"),
-        ((5, 12), 3, causal, "a causal mask"),
-        ((2, 5, 8), 4, padding & causal, "a padding and a causal mask"),
+def _decoder_mistakes(x, memory, block, mask, memory_mask) -> list[tuple[np.ndarray, str]]:
+    """What plausible mistakes compute, each with its hint."""
+    causal = attn.causal_mask(x.shape[-2])
+    full = causal if mask is None else mask & causal
+    pre = x + block.self_attention(block.norm1(x), mask=full)[0]
+    pre = pre + block.cross_attention(block.norm2(pre), memory, memory, mask=memory_mask)[0]
+    pre = pre + block.feed_forward(block.norm3(pre))
+    return [
+        (
+            _decoder_variant(x, memory, block, mask, memory_mask),
+            "the self-attention is not causal. The block adds the causal mask by itself; by "
+            "hand you must: use attn.causal_mask(L), combined with mask by & when mask is "
+            "given.",
+        ),
+        *(
+            (
+                _decoder_variant(x, memory, block, full, None, keys=keys),
+                "the keys and values of the cross-attention must come from the memory (the "
+                "encoder's output): block.cross_attention(h, memory, memory, mask=memory_mask).",
+            )
+            for keys in (lambda x, h: h, lambda x, h: x)
+        ),
+        (
+            _decoder_variant(x, memory, block, full, None),
+            "memory_mask was not used. Pass it to the cross-attention: "
+            "block.cross_attention(h, memory, memory, mask=memory_mask).",
+        ),
+        (
+            _decoder_variant(x, memory, block, causal, memory_mask),
+            "mask was not used. The self-attention needs the causal mask *and* the target's "
+            "mask: mask & attn.causal_mask(L).",
+        ),
+        (
+            _decoder_variant(x, memory, block, full, memory_mask, queries=lambda x, h: x),
+            "the cross-attention's queries are the output of the first sublayer, "
+            "h = norm1(x + self-attention), not the block's input x.",
+        ),
+        (
+            pre,
+            "that is the pre-norm block, x + F(LN(x)). This block is post-norm, as in the "
+            "paper: each sublayer's output is added to its input, then normalised, "
+            "LN(x + F(x)).",
+        ),
     ]
-    for seed, (shape, heads, mask, what) in enumerate(cases):
-        d = shape[-1]
-        block = _random_block(d, heads, 4 * d, seed=640 + seed)
-        x = rng.normal(0.0, 1.0, shape)
-        want, _ = block(x, mask=mask)
-        call = f"pre_norm_block(x of shape {shape}, block, {what})"
-        got = pre_norm_block(x.copy(), block, mask)
+
+
+@exercise("06.4", "a decoder block by hand")
+def _check_decoder_block(decoder_block) -> None:
+    rng = np.random.default_rng(604)
+    target_padding = attn.padding_mask([5, 3], 5)[:, None]  # (B, 1, 1, L)
+    source_padding = attn.padding_mask([6, 4], 6)[:, None]  # (B, 1, 1, S)
+    some_mask = (rng.random((2, 1, 5, 5)) < 0.6) | np.eye(5, dtype=bool)
+    cases = [
+        ((4, 8), (6, 8), 2, None, None, "no masks"),
+        ((2, 5, 8), (2, 6, 8), 2, target_padding, source_padding, "padding masks"),
+        ((5, 12), (3, 12), 3, None, None, "no masks"),
+        ((2, 5, 8), (2, 6, 8), 4, some_mask, source_padding, "a random mask, source padding"),
+    ]
+    for seed, (x_shape, memory_shape, heads, mask, memory_mask, what) in enumerate(cases):
+        d = x_shape[-1]
+        block = _random_decoder_block(d, heads, 4 * d, seed=640 + seed)
+        x, memory = rng.normal(0.0, 1.0, x_shape), rng.normal(0.0, 1.0, memory_shape)
+        want, _, _ = block(x, memory, mask, memory_mask)
+        call = f"decoder_block(x of shape {x_shape}, memory of shape {memory_shape}, block, {what})"
+        got = decoder_block(
+            x.copy(),
+            memory.copy(),
+            block,
+            None if mask is None else mask.copy(),
+            None if memory_mask is None else memory_mask.copy(),
+        )
         expect(
             not isinstance(got, tuple),
             f"{call} returned a tuple; return only the block's output y (L, d_model).",
@@ -232,29 +305,15 @@ def _check_pre_norm_block(pre_norm_block) -> None:
         expect(got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}.")
         if np.allclose(got, want, atol=1e-10):
             continue
-        expect(
-            not np.allclose(got, _post_norm(x, block, mask), atol=1e-8),
-            f"{call} computes the post-norm block, LN(x + F(x)). In pre-norm each sublayer "
-            "reads a normalised copy and its output is added to the untouched x: "
-            "x + F(LN(x)).",
-        )
-        h = block.self_attention(block.norm1(x))[0]
-        no_mask = h + x
-        no_mask = no_mask + block.feed_forward(block.norm2(no_mask))
-        expect(
-            mask is None or not np.allclose(got, no_mask, atol=1e-8),
-            f"{call}: the mask was not used. Pass it on: block.self_attention(..., mask=mask).",
-        )
-        attended = block.self_attention(block.norm1(x), mask=mask)[0]
-        expect(
-            not np.allclose(got, attended + block.feed_forward(block.norm2(attended)), atol=1e-8),
-            f"{call}: the residual connection of the attention sublayer is missing: add its "
-            "output to x.",
-        )
+        for wrong, hint in _decoder_mistakes(x, memory, block, mask, memory_mask):
+            expect(
+                np.allclose(wrong, want, atol=1e-8) or not np.allclose(got, wrong, atol=1e-8),
+                f"{call}: {hint}",
+            )
         expect(
             False,
-            f"{call} gives the wrong numbers. Steps: x = x + MHA(norm1(x), mask), then "
-            "y = x + FFN(norm2(x)).",
+            f"{call} gives the wrong numbers. Steps: h = norm1(x + self-attention(x, causal "
+            "mask)), h = norm2(h + cross_attention(h, memory, memory)), y = norm3(h + FFN(h)).",
         )
 
 
