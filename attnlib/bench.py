@@ -4,7 +4,7 @@ Absolute times depend on the machine and on what else it is doing; ratios betwee
 implementations timed side by side, on the same inputs, in the same process, in interleaved
 rounds, travel much better. Nothing here asserts a speed: the numbers are for reading.
 
-Four tables:
+Five tables:
 
 1. **Dense attention** (B=1, H=8, L=1024, d=64, float32): attnlib's fast path against
    ``F.scaled_dot_product_attention``; attnlib's explicit path (which returns the weights) and
@@ -25,6 +25,10 @@ Four tables:
    ``torch.nn.TransformerEncoderLayer`` with the same weights (B=8, L=512, d=256, 8 heads,
    d_ff=1024, no dropout): forward (evaluation mode, no gradients: PyTorch takes its fused
    fast path) and forward+backward (training mode).
+5. **Triton FlashAttention on a GPU** (CUDA only; a line saying why it is skipped elsewhere):
+   ``attnlib.triton.flash_attention`` against ``F.scaled_dot_product_attention`` (B=1, H=8,
+   d=64, float16, L = 1024 … 16384): forward and forward+backward times and their ratios,
+   and the peak memory of forward+backward (the allocator's peak).
 
 Run it from a shell::
 
@@ -35,6 +39,7 @@ Run it from a shell::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -50,6 +55,7 @@ import torch.nn.functional as F
 from . import _tiles
 from . import numpy as attn_np
 from . import torch as attn_torch
+from . import triton as attn_triton
 
 __all__ = [
     "seconds_of",
@@ -63,6 +69,9 @@ __all__ = [
     "band_table",
     "tiled_table",
     "encoder_table",
+    "triton_skip_reason",
+    "triton_calls",
+    "triton_table",
 ]
 
 FULL = {
@@ -71,6 +80,7 @@ FULL = {
     "tiled_length": 8192,
     "tiled_memory_length": 32768,
     "encoder": (8, 512, 256),  # B, L, d
+    "triton_lengths": (1024, 2048, 4096, 8192, 16384),  # CUDA only
     "repeats": 10,
     "least_seconds": 0.2,  # the shortest measurement (``median_seconds``)
 }
@@ -80,6 +90,7 @@ QUICK = {
     "tiled_length": 1024,
     "tiled_memory_length": 2048,
     "encoder": (2, 64, 64),
+    "triton_lengths": (1024, 2048),
     "repeats": 3,
     "least_seconds": 0.0,
 }
@@ -509,12 +520,107 @@ def encoder_table(
     return lines
 
 
+# --------------------------------------------------------------------------- Triton on a GPU
+
+TRITON_HEADS = 8
+
+
+def triton_skip_reason(device: torch.device) -> str | None:
+    """Why the Triton rows cannot run on ``device`` (None where they can): they time the
+    compiled kernels, so they need a CUDA device, triton, and a process that does not run
+    Triton in its interpreter.
+
+    >>> triton_skip_reason(torch.device("cpu"))
+    'needs a CUDA GPU; this run is on cpu'
+    """
+    if device.type != "cuda":
+        return f"needs a CUDA GPU; this run is on {device}"
+    try:
+        interpreting = attn_triton.interpreting()
+    except ImportError:
+        return "needs the triton package"
+    return "TRITON_INTERPRET=1: the interpreter is not timed" if interpreting else None
+
+
+def cuda_peak_bytes(call: Callable[[], object]) -> int:
+    """Bytes that ``call()`` adds at its peak on the current GPU (the allocator's peak)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    call()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def triton_calls(length: int, device: torch.device) -> dict[str, Callable[[], object]]:
+    """The four calls that the Triton rows time, each a function of no arguments on random
+    float16 q, k and v ``(1, 8, length, 64)`` made once on ``device``: "triton" and "sdpa"
+    (``flash_attention`` and ``F.scaled_dot_product_attention``), forward only, and
+    "triton+backward" and "sdpa+backward", which also compute the gradients of q, k and v.
+
+    >>> sorted(triton_calls(16, torch.device("cpu")))
+    ['sdpa', 'sdpa+backward', 'triton', 'triton+backward']
+    """
+    q, k, v = (x.half() for x in random_qkv((1, TRITON_HEADS, length, HEAD_DIM), device))
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    upstream = torch.randn_like(q)
+    kernels = {"triton": attn_triton.flash_attention, "sdpa": F.scaled_dot_product_attention}
+    calls = {}
+    for name, kernel in kernels.items():
+        calls[name] = functools.partial(kernel, q, k, v)
+        calls[f"{name}+backward"] = functools.partial(_gradients, kernel, leaves, upstream)
+    return calls
+
+
+def _gradients(kernel, leaves, upstream):
+    """The gradients of ``leaves`` (q, k, v) through ``kernel(*leaves)`` for ``upstream``."""
+    return torch.autograd.grad(kernel(*leaves), leaves, upstream)
+
+
+def triton_table(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
+    """Table 5, on a CUDA GPU: ``attnlib.triton.flash_attention`` against
+    ``F.scaled_dot_product_attention`` in float16 (B=1, H=8, d=64) at each of ``lengths``:
+    forward and forward+backward times, their ratios, and the peak memory of
+    forward+backward. Elsewhere one line that says why it is skipped."""
+    title = (
+        f"Triton FlashAttention (attnlib.triton.flash_attention) vs "
+        f"F.scaled_dot_product_attention: B=1, H={TRITON_HEADS}, d={HEAD_DIM}, float16"
+    )
+    reason = triton_skip_reason(device)
+    if reason is not None:
+        return [f"{title}: skipped ({reason})"]
+    lines = [
+        title,
+        f"  {'L':>6}{'fwd ms':>10}{'SDPA ms':>10}{'ratio':>7}{'fwd+bwd ms':>12}{'SDPA ms':>10}"
+        f"{'ratio':>7}{'peak MiB':>10}{'SDPA MiB':>10}",
+    ]
+    for length in lengths:
+        calls = triton_calls(length, device)
+        forward = {name: calls[name] for name in ("triton", "sdpa")}
+        training = {name: calls[f"{name}+backward"] for name in ("triton", "sdpa")}
+        fwd = median_seconds(forward, repeats, device, least=least)
+        both = median_seconds(training, repeats, device, least=least)
+        peaks = {name: cuda_peak_bytes(call) for name, call in training.items()}
+        lines.append(
+            f"  {length:>6}{fwd['triton'] * 1e3:>10.2f}{fwd['sdpa'] * 1e3:>10.2f}"
+            f"{fwd['triton'] / fwd['sdpa']:>7.2f}"
+            f"{both['triton'] * 1e3:>12.2f}{both['sdpa'] * 1e3:>10.2f}"
+            f"{both['triton'] / both['sdpa']:>7.2f}"
+            f"{peaks['triton'] / 2**20:>10.1f}{peaks['sdpa'] / 2**20:>10.1f}"
+        )
+    lines.append(
+        "  ratio: Triton's time / SDPA's; peak: what forward+backward adds to the inputs, the "
+        "gradients included"
+    )
+    return lines
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> None:
     """The command line, ``python -m attnlib.bench [--quick] [--device DEVICE]``: prints the
-    four tables."""
+    five tables."""
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.bench", description=__doc__.split("\n")[0]
     )
@@ -539,6 +645,7 @@ def main(argv: list[str] | None = None) -> None:
     lengths = sizes["tiled_length"], sizes["tiled_memory_length"]
     print("\n".join(tiled_table(*lengths, repeats, device, least)))
     print("\n".join(encoder_table(*sizes["encoder"], repeats, device, least)))
+    print("\n".join(triton_table(sizes["triton_lengths"], repeats, device, least)))
     print(
         "Times: medians of interleaved rounds, each measurement the median of back-to-back calls "
         f"lasting {least} s or more. Memory: one call in a fresh process."

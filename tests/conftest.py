@@ -20,6 +20,7 @@ with one worker still in a long lesson while the other waits.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -36,6 +37,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one thread per process, the kernels
         os.environ.setdefault(variable, "1")
 
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
+
+
+def pytest_configure(config):
+    """In each process that runs tests: import attnlib.triton before any test module. Triton
+    runs a whole process compiled or interpreted, fixed by whatever imports it first
+    (torch.utils.flop_counter does, for lesson 04's checker); attnlib.triton chooses the
+    interpreter where there is no CUDA GPU."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        import attnlib.triton  # noqa: F401
 
 
 def build_book(source: Path, out: Path) -> Path:
@@ -134,6 +144,16 @@ def pytest_collection_modifyitems(session, config, items):
         for scope in map(scope_of, (i.nodeid for i in items))
     }
     items.sort(key=lambda item: -cost[scope_of(item.nodeid)])
+    skip_triton_examples_without_triton(items)
+
+
+def skip_triton_examples_without_triton(items):
+    """attnlib.triton's examples run its kernels: without triton (it ships for Linux only)
+    they are skipped, not failed."""
+    if importlib.util.find_spec("triton") is None:
+        for item in items:
+            if item.nodeid.startswith("attnlib/triton.py"):
+                item.add_marker(pytest.mark.skip(reason="needs the triton package (Linux only)"))
 
 
 def pytest_runtest_logreport(report):

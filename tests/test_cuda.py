@@ -2,11 +2,15 @@
 attention equal dense attention (gradients too), the layers equal PyTorch's own, and no public
 call makes the host wait for the device (values on a GPU are not scanned for NaN).
 
+attnlib.triton's FlashAttention kernels, compiled: equal to dense attention (gradients too) in
+float32, within rounding in float16 and bfloat16, in memory linear in the length.
+
 Skipped where there is no CUDA GPU (CI has none). On a machine with one:
 ``pytest -m cuda tests``."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 
@@ -18,6 +22,7 @@ from test_edge_cases import relative_error
 from test_tiled import MASK_KINDS, masks
 
 from attnlib import torch as atorch
+from attnlib import triton as atriton
 
 pytestmark = [
     pytest.mark.cuda,
@@ -238,3 +243,111 @@ def test_nan_on_cuda_comes_out_as_nan_and_on_cpu_as_an_error():
         atorch.attention(q, q, q)
     out, _ = atorch.attention(*on_cuda(q, q, q))
     assert out[1].isnan().all() and out[0].isfinite().all()
+
+
+# --------------------------------------------------------------------------- Triton kernels
+
+
+def compiled_triton() -> bool:
+    """Whether this process runs attnlib.triton's kernels compiled for the GPU (triton is
+    installed, and TRITON_INTERPRET was not 1 when it was imported)."""
+    has_triton = importlib.util.find_spec("triton") is not None
+    return torch.cuda.is_available() and has_triton and not atriton.interpreting()
+
+
+needs_compiled_triton = pytest.mark.skipif(
+    not compiled_triton(), reason="needs triton, compiled for the GPU in this process"
+)
+
+
+@needs_compiled_triton
+@pytest.mark.parametrize("blocks", [(None, None), (16, 32)], ids=["default blocks", "16x32"])
+@pytest.mark.parametrize(
+    "len_q, len_k, d, causal",
+    [
+        (1, 1, 16, True),
+        (100, 100, 32, False),
+        (1000, 1000, 64, True),
+        (300, 700, 128, True),
+        (700, 300, 64, False),
+        (1030, 1030, 128, False),
+    ],
+)
+def test_flash_attention_compiled_equals_attention(len_q, len_k, d, causal, blocks):
+    """float32 (products in full float32, not TF32): output and gradients within 2e-5 of
+    float64 dense attention on the same inputs, causal or not, at lengths that fill no
+    block, L_q ≠ L_k included (the causal mask aligned at the top left)."""
+    torch.manual_seed(len_q + len_k + d)
+    shapes = [(2, 3, len_q, d), (2, 3, len_k, d), (2, 3, len_k, d), (2, 3, len_q, d)]
+    q, k, v, upstream = (torch.randn(s, dtype=torch.float64, device=CUDA) for s in shapes)
+    mask = torch.ones(len_q, len_k, dtype=torch.bool, device=CUDA).tril() if causal else None
+    exact = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    expected = atorch.attention(*exact, mask)[0]
+    expected_grads = torch.autograd.grad(expected, exact, upstream)
+    single = [x.float().requires_grad_(True) for x in (q, k, v)]
+    block_q, block_k = blocks
+    got = atriton.flash_attention(*single, causal=causal, block_q=block_q, block_k=block_k)
+    assert got.device.type == "cuda" and got.dtype == torch.float32
+    grads = torch.autograd.grad(got, single, upstream.float())
+    torch.testing.assert_close(got.double(), expected.detach(), **FLOAT32)
+    for name, a, b in zip("qkv", grads, expected_grads):
+        torch.testing.assert_close(a.double(), b, **FLOAT32, msg=f"gradient of {name}")
+
+
+@needs_compiled_triton
+@pytest.mark.parametrize(
+    "dtype, tolerance", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)], ids=["fp16", "bf16"]
+)
+@pytest.mark.parametrize("d, causal", [(64, False), (64, True), (128, True)])
+def test_flash_attention_half_precision_on_cuda_stays_within_rounding(d, causal, dtype, tolerance):
+    """float16 and bfloat16 at L = 4096: output and gradients in the inputs' dtype, within
+    four units of rounding (2⁻¹¹, 2⁻⁸) of float64 dense attention on the same rounded inputs,
+    relative to the largest entry (the kernels' state and sums are float32)."""
+    if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bfloat16")
+    torch.manual_seed(d)
+    length = 4096
+    q, k, v, upstream = (torch.randn(1, 2, length, d, device=CUDA).to(dtype) for _ in range(4))
+    half = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    got = atriton.flash_attention(*half, causal=causal)
+    grads = torch.autograd.grad(got, half, upstream)
+    exact = [x.double().requires_grad_(True) for x in (q, k, v)]
+    mask = atorch.causal_mask(length, device=CUDA) if causal else None
+    expected = atorch.attention(*exact, mask)[0]
+    expected_grads = torch.autograd.grad(expected, exact, upstream.double())
+    assert got.dtype == dtype and all(g.dtype == dtype for g in grads)
+    errors = {"output": relative_error(got, expected)}
+    for name, g, e in zip("qkv", grads, expected_grads):
+        errors[f"gradient of {name}"] = relative_error(g, e)
+    assert max(errors.values()) < tolerance, errors
+
+
+@needs_compiled_triton
+def test_flash_attention_holds_no_square_matrix_and_makes_the_host_wait_nowhere():
+    """One head at L = 16384 in float16: forward+backward adds less than 1/16 of one L×L
+    float16 matrix (32 MiB of 512) to the inputs; and a call, once compiled, makes no
+    host-device synchronisation."""
+    length = 16384
+    q, k, v, upstream = (
+        torch.randn(1, 1, length, 64, device=CUDA, dtype=torch.float16) for _ in range(4)
+    )
+    leaves = [x.requires_grad_(True) for x in (q, k, v)]
+
+    def forward_backward():
+        return torch.autograd.grad(atriton.flash_attention(*leaves), leaves, upstream)
+
+    forward_backward()  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    forward_backward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    assert 0 < peak < length * length * 2 / 16, peak
+
+    def causal():
+        return atriton.flash_attention(q, k, v, causal=True)
+
+    causal()  # compiles the causal kernel
+    torch.cuda.synchronize()
+    assert not synchronisations(causal)
