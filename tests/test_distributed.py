@@ -1,0 +1,290 @@
+"""Ring attention (attnlib.distributed) in 1 to 4 local processes joined by gloo on the CPU:
+outputs and gradients equal dense attention's, causal and not, in both layouts; the balanced
+layout balances the causal tiles; bytes sent per step; the errors; and launch itself (a
+process that raises, dies or hangs fails the call instead of blocking it).
+
+Every test starts its processes with ``launch`` (fork on Linux: a fraction of a second each),
+with a timeout, so a hang fails the test. Functions defined here can run in the processes
+because fork copies them; only the test of spawn needs functions of attnlib's own modules.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from attnlib import distributed as ad
+from attnlib import torch as attn
+
+TIMEOUT = 60.0  # seconds: a hang fails the test instead of blocking the run
+BATCH, HEADS, LENGTH, DIM = 1, 2, 24, 8  # L = 24 divides into 2P chunks for P = 2, 3 and 4
+
+
+def run_every_check(dtype):
+    """``compare_with_dense`` without and with the causal mask, in both layouts."""
+    return {
+        (causal, layout): ad.compare_with_dense(
+            BATCH, HEADS, LENGTH, DIM, causal=causal, layout=layout, dtype=dtype, seed=7
+        )
+        for causal in (False, True)
+        for layout in ad.LAYOUTS
+    }
+
+
+@pytest.fixture(scope="module")
+def float64_runs():
+    """Every check in 1, 2, 3 and 4 processes, float64: one launch per number of processes."""
+    return {p: ad.launch(run_every_check, p, torch.float64, timeout=TIMEOUT) for p in (1, 2, 3, 4)}
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3, 4])
+def test_outputs_and_gradients_equal_dense_attention_float64(float64_runs, processes):
+    for rank, checks in enumerate(float64_runs[processes]):
+        for (causal, layout), result in checks.items():
+            assert result["rank"] == rank and result["world_size"] == processes
+            for name, error in result["errors"].items():
+                assert error < 1e-10, (processes, rank, causal, layout, name, error)
+
+
+def test_outputs_and_gradients_equal_dense_attention_float32():
+    for checks in ad.launch(run_every_check, 3, timeout=TIMEOUT, dtype=torch.float32):
+        for key, result in checks.items():
+            assert max(result["errors"].values()) < 1e-5, (key, result["errors"])
+
+
+def test_balanced_layout_balances_the_causal_tiles(float64_runs):
+    """At P = 4, counted while computing: contiguous causal shards give process r 4r + 3 tiles
+    (process 3 five times as many as process 0); balanced shards give every process 9."""
+    runs = float64_runs[4]
+    tiles = {
+        (causal, layout): [checks[causal, layout]["tiles"] for checks in runs]
+        for causal in (False, True)
+        for layout in ad.LAYOUTS
+    }
+    assert tiles[True, "contiguous"] == [3, 7, 11, 15]
+    assert tiles[True, "balanced"] == [9, 9, 9, 9]
+    assert tiles[False, "contiguous"] == tiles[False, "balanced"] == [16, 16, 16, 16]
+    assert sum(tiles[True, "contiguous"]) == sum(tiles[True, "balanced"])  # the same work
+    for key, counted in tiles.items():  # what ran is what the plan says
+        assert counted == ad.tile_counts(4, LENGTH, layout=key[1], causal=key[0])
+    scores = {layout: [checks[True, layout]["scores"] for checks in runs] for layout in ad.LAYOUTS}
+    assert scores["balanced"] == [81] * 4  # 9 tiles of 3 queries × 3 keys
+    assert scores["contiguous"] == [27, 63, 99, 135]
+    masked = [checks[True, "balanced"]["masked_tiles"] for checks in runs]
+    assert masked == [2] * 4  # each of its two chunks against itself
+
+
+def test_counts_without_running():
+    for p in (1, 2, 3, 4, 8):
+        assert ad.tile_counts(p, 4 * p, layout="contiguous", causal=True) == [
+            4 * r + 3 for r in range(p)
+        ]
+        assert ad.tile_counts(p, 4 * p, layout="balanced", causal=True) == [2 * p + 1] * p
+        assert ad.tile_counts(p, 4 * p, layout="balanced", causal=False) == [4 * p] * p
+    # one token per chunk: a tile of a token with itself needs no mask
+    assert ad.tile_counts(2, 4, layout="balanced", causal=True) == [5, 5]
+    assert ad.score_counts(4, 8, layout="balanced", causal=True) == [9] * 4
+
+
+def test_bytes_sent_per_step(float64_runs):
+    """Forward: the key and value shards, at every step but the last; backward: those, and
+    their gradients at every step (the last hop takes them home)."""
+    shard = BATCH * HEADS * (LENGTH // 4) * DIM * 8  # bytes of one float64 shard at P = 4
+    for checks in float64_runs[4]:
+        for result in checks.values():
+            assert result["sent_bytes"] == [2 * shard] * 3 + [0]
+            assert result["backward_sent_bytes"] == [4 * shard] * 3 + [2 * shard]
+    one = float64_runs[1][0][True, "balanced"]
+    assert one["sent_bytes"] == [0] and one["backward_sent_bytes"] == [0]
+
+
+def other_shapes():
+    """d_v ≠ d_k, two leading axes, float16 inputs, and a forward pass without gradients."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    generator = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(2, 3, 12, 4, generator=generator, dtype=torch.float64) for _ in range(2))
+    v = torch.randn(2, 3, 12, 5, generator=generator, dtype=torch.float64)
+    dense = attn.attention(q, k, v, attn.causal_mask(12))[0]
+    expected = ad.split_sequence(dense, size, "balanced")[rank]
+    shards = [ad.split_sequence(x, size, "balanced")[rank] for x in (q, k, v)]
+    with torch.no_grad():
+        out = ad.ring_attention(*shards, causal=True, layout="balanced")
+    half = ad.ring_attention(*(x.half() for x in shards), causal=True, layout="balanced")
+    scale = ad.ring_attention(*shards, scale=0.5)
+    dense_scale = ad.split_sequence(attn.attention(q, k, v, scale=0.5)[0], size, "balanced")[rank]
+    return (
+        tuple(out.shape),
+        float((out - expected).abs().max()),
+        half.dtype,
+        float((half.double() - expected).abs().max()),
+        float((scale - dense_scale).abs().max()),
+    )
+
+
+def test_other_shapes_and_dtypes():
+    for shape, error, half_dtype, half_error, scale_error in ad.launch(other_shapes, 3):
+        assert shape == (2, 3, 4, 5)
+        assert error < 1e-12 and scale_error < 1e-12
+        assert half_dtype == torch.float16 and half_error < 3e-3  # float32 state, rounded once
+
+
+def ring_in_a_subgroup():
+    """Processes 1 and 2 of 3 run the ring in a group of their own."""
+    group = dist.new_group([1, 2])  # every process takes part in making it
+    if dist.get_rank() == 0:
+        return None
+    return ad.compare_with_dense(causal=True, layout="balanced", group=group)
+
+
+def test_a_ring_in_a_subgroup():
+    nobody, *results = ad.launch(ring_in_a_subgroup, 3, timeout=TIMEOUT)
+    assert nobody is None
+    assert [(r["rank"], r["world_size"]) for r in results] == [(0, 2), (1, 2)]
+    assert all(max(r["errors"].values()) < 1e-10 for r in results)
+
+
+def error_of(call) -> str:
+    """The message of the ValueError or TypeError ``call`` raises ("" if none)."""
+    try:
+        call()
+    except (ValueError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def bad_inputs():
+    """Every process makes the same calls; the wrong ones raise in every process, and the
+    group still works afterwards."""
+    rank = dist.get_rank()
+    x = torch.randn(1, 2, 3, 4)  # 3 tokens a shard: no balanced layout at P = 2
+    longer = torch.randn(1, 2, 3 + rank, 4)  # process 1 holds one token more
+    return {
+        "odd shards, balanced": error_of(lambda: ad.ring_attention(x, x, x, layout="balanced")),
+        "different shapes": error_of(lambda: ad.ring_attention(longer, longer, longer)),
+        "different causal": error_of(lambda: ad.ring_attention(x, x, x, causal=rank == 0)),
+        "different lengths of q and k": error_of(
+            lambda: ad.ring_attention(x, x[..., :2, :], x[..., :2, :])
+        ),
+        "d_k mismatch": error_of(lambda: ad.ring_attention(x, x[..., :3], x)),
+        "integer input": error_of(lambda: ad.ring_attention(x.long(), x.long(), x.long())),
+        "unknown layout": error_of(lambda: ad.ring_attention(x, x, x, layout="zigzag")),
+        "still works": float(ad.ring_attention(x, x, x).sum().isfinite()),
+    }
+
+
+def test_bad_input_gives_a_clear_error_in_every_process():
+    for rank, errors in enumerate(ad.launch(bad_inputs, 2, timeout=TIMEOUT)):
+        assert (
+            "layout='balanced' needs a sequence length L divisible by 2P"
+            in (errors["odd shards, balanced"])
+        )
+        assert errors["different shapes"].startswith("ValueError: ring_attention: every process")
+        assert "process 0: q (1, 2, 3, 4)" in errors["different shapes"]
+        assert "process 1: q (1, 2, 4, 4)" in errors["different shapes"]
+        assert (
+            "process 0: q (1, 2, 3, 4), k (1, 2, 3, 4), v (1, 2, 3, 4), float32, causal=True"
+            in (errors["different causal"])
+        )
+        assert "shards of one sequence" in errors["different lengths of q and k"]
+        assert "same last dimension d_k" in errors["d_k mismatch"]
+        assert errors["integer input"].startswith("TypeError: ring_attention: q must be a float")
+        assert "layout must be one of 'contiguous', 'balanced'" in errors["unknown layout"]
+        assert errors["still works"] == 1.0, rank
+
+
+def test_no_process_group_is_a_clear_error():
+    assert not dist.is_initialized()
+    x = torch.randn(1, 4, 2)
+    with pytest.raises(RuntimeError, match="no torch.distributed process group is initialised"):
+        ad.ring_attention(x, x, x)
+
+
+def test_split_and_join():
+    x = torch.arange(24.0).reshape(1, 12, 2)
+    for p in (1, 2, 3):
+        for layout in ad.LAYOUTS:
+            shards = ad.split_sequence(x, p, layout)
+            assert [s.shape for s in shards] == [(1, 12 // p, 2)] * p
+            assert torch.equal(ad.join_shards(shards, layout), x)
+    balanced = ad.split_sequence(torch.arange(12.0)[:, None], 3, "balanced")
+    assert [s.flatten().tolist() for s in balanced] == [[0, 1, 10, 11], [2, 3, 8, 9], [4, 5, 6, 7]]
+    with pytest.raises(
+        ValueError, match="split_sequence: .* divisible by P = 5, .*; got L=12 for P=5"
+    ):
+        ad.split_sequence(x, 5)
+    with pytest.raises(ValueError, match=r"divisible by 2P \(two chunks per process\) = 8"):
+        ad.split_sequence(x, 4, "balanced")
+    with pytest.raises(ValueError, match="every shard must have the same shape"):
+        ad.join_shards([x[:, :6], x[:, :4]])
+
+
+def raise_in_process_1():
+    if dist.get_rank() == 1:
+        raise KeyError("only in process 1")
+    dist.barrier()  # process 0 waits for process 1, which never comes
+
+
+def test_launch_reports_an_exception_and_stops_the_others():
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"process 1 of 2 failed:\n(.|\n)*KeyError"):
+        ad.launch(raise_in_process_1, 2, timeout=TIMEOUT)
+    assert time.monotonic() - start < 20  # not the timeout: process 0 was stopped
+
+
+def die_in_process_0():
+    if dist.get_rank() == 0:
+        os._exit(3)
+    time.sleep(TIMEOUT)
+
+
+def test_launch_reports_a_process_that_dies():
+    with pytest.raises(RuntimeError, match=r"process 0 of 2 died \(exit code 3\)"):
+        ad.launch(die_in_process_0, 2, timeout=TIMEOUT)
+
+
+def test_launch_times_out_on_a_hang():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"processes \[0, 1\] of 2 did not answer within 1.5 s"):
+        ad.launch(time.sleep, 2, 30.0, timeout=1.5)
+    assert time.monotonic() - start < 10
+
+
+def test_launch_starts_again_when_the_processes_cannot_form_a_group(monkeypatch):
+    """Process 0 cannot listen on a port that another socket holds: the group does not form,
+    and launch starts the processes again on another port, three times at most."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports = iter([taken, ad.free_port()])
+        monkeypatch.setattr(ad, "free_port", lambda: next(ports))
+        assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]  # on the second port
+        monkeypatch.setattr(ad, "free_port", lambda: taken)
+        with pytest.raises(
+            RuntimeError, match=r"could not form a group \(3 attempts\)(.|\n)*EADDRINUSE"
+        ):
+            ad.launch(dist.get_rank, 2, timeout=TIMEOUT)
+
+
+def test_spawn_needs_a_function_it_can_import():
+    with pytest.raises(RuntimeError, match="Define it at the top level of a module"):
+        ad.launch(lambda: 0, 2, start_method="spawn", timeout=TIMEOUT)
+
+
+@pytest.mark.slow  # fresh interpreters import torch: about 10 s on the 2-core machine
+def test_spawn_runs_a_function_of_a_module():
+    results = ad.launch(ad.compare_with_dense, 2, start_method="spawn", timeout=TIMEOUT)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert all(max(r["errors"].values()) < 1e-10 for r in results)
+
+
+def test_command_line_check(capsys):
+    assert ad.main(["--processes", "2", "--length", "8", "--dim", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "passed: every error below 1e-10 (float64)" in out
+    assert out.count("\n") == 1 + 4 * 2 + 1  # a header, 4 checks × 2 processes, the verdict
