@@ -31,7 +31,7 @@ def voiced_segments(labels):
 
 def count_segments(window_ms, hop_ms):
     cut = data.frame_signal(SIGNAL, 16000, window_ms, hop_ms)
-    return len(cut), len(voiced_segments((cut**2).mean(axis=1) > 10**-3.6))
+    return len(cut), len(voiced_segments((cut**2).mean(axis=1) > 0.1 / 400))
 
 
 CORRECT = {

@@ -82,8 +82,9 @@ def _check_cosine_similarity(cosine_similarity) -> None:
 
 # --------------------------------------------------------------------------- 01.3
 
-#: The voiced/silent rule of lesson 01 per sample: log10 energy −1 for a 400-sample frame.
-VOICED_POWER = 10**-3.6
+#: The voiced/silent rule of lesson 01 per sample: its energy threshold, 0.1 (a log10 energy
+#: of −1), shared out over the 400 samples of a 25 ms frame.
+VOICED_POWER = 0.1 / 400
 #: (window_ms, hop_ms) settings the checker tries: the lesson's and longer ones.
 FRAME_SETTINGS = [(25, 10), (50, 20), (80, 40), (100, 50), (30, 15)]
 
@@ -119,7 +120,7 @@ def _check_count_segments(count_segments) -> None:
         expect(
             got[1] == segments,
             f"{call} finds {got[1]} voiced segments, but the rule finds {segments}: label a "
-            "frame voiced when (frames**2).mean(axis=1) > 10**-3.6 (the mean, not the sum: "
+            "frame voiced when (frames**2).mean(axis=1) > 0.1 / 400 (the mean, not the sum: "
             "a longer window holds more samples), then count the runs of voiced frames.",
         )
 

@@ -102,7 +102,8 @@ def _true_count(d_model: int, d_k: int, d_v: int) -> int:
 @exercise("03.2", "parameters of a self-attention layer")
 def _check_num_parameters(num_parameters) -> None:
     rng = np.random.default_rng(32)
-    cases = [(4, 4, 4), (8, 2, 3), (16, 4, 8), (512, 64, 64), (3, 5, 7)]
+    # (10, 5, 20): a right count that happens to equal three square matrices, 3 * 10 * 10
+    cases = [(4, 4, 4), (8, 2, 3), (16, 4, 8), (512, 64, 64), (3, 5, 7), (10, 5, 20)]
     cases += [tuple(int(n) for n in rng.integers(1, 100, size=3)) for _ in range(5)]
     for d_model, d_k, d_v in cases:
         got = num_parameters(d_model, d_k, d_v)
@@ -112,6 +113,8 @@ def _check_num_parameters(num_parameters) -> None:
             f"{call} should return a whole number (an int); got {type(got).__name__}.",
         )
         got = int(got)
+        if got == _true_count(d_model, d_k, d_v):
+            continue  # right; the hints below are for wrong counts only
         expect(
             got != 3 * d_model * d_model or d_k == d_v == d_model,
             f"{call} = {got}: the three matrices are not square here. W_q and W_k are "
