@@ -11,6 +11,8 @@ downloads anything.
 * Real data: ``date_examples`` (dates as the Unicode CLDR's locales write them, from the
   tables that ``babel`` ships), ``digit_images`` (scikit-learn's handwritten digits) and
   ``karate_club`` (Zachary's karate club, from networkx).
+* ``card_sequences`` and ``draw_digit_images``: the capstone's tasks (lesson 14), sequences of
+  key–value cards to be drawn with the handwritten digits.
 """
 
 from __future__ import annotations
@@ -36,10 +38,16 @@ __all__ = [
     "ethanol",
     "example_graph",
     "date_examples",
+    "date_written_out",
     "DATE_LOCALES",
     "DATE_FORMATS",
     "digit_images",
     "karate_club",
+    "CARD_TASKS",
+    "EMPTY",
+    "UNSCORED",
+    "card_sequences",
+    "draw_digit_images",
 ]
 
 # --------------------------------------------------------------------------- word vectors
@@ -269,26 +277,55 @@ DATE_FORMATS = ("short", "medium", "long", "full")
 FIRST_DATE, LAST_DATE = datetime.date(1969, 1, 1), datetime.date(2068, 12, 31)
 
 
+def date_written_out(date: datetime.date) -> str:
+    """``date`` written out in English, as the CLDR's British long format writes it.
+
+    The day has no leading zero and the month its full name, so the text takes 10
+    ("1 May 1969") to 17 ("30 September 2030") characters: its length depends on the date.
+
+    >>> date_written_out(datetime.date(2026, 3, 4))
+    '4 March 2026'
+    """
+    from babel.dates import format_date  # imported here: only the dates need babel
+
+    return format_date(date, "long", locale="en_GB")
+
+
+#: The standard forms that ``date_examples`` can write as targets, by name.
+DATE_TARGETS = {"written": date_written_out, "iso": datetime.date.isoformat}
+
+
 def date_examples(
-    n: int, seed: int = 0, locales=DATE_LOCALES, formats=DATE_FORMATS
+    n: int, seed: int = 0, locales=DATE_LOCALES, formats=DATE_FORMATS, target: str = "written"
 ) -> list[tuple[str, str]]:
-    """``n`` random dates written the way real locales write them, with their ISO form.
+    """``n`` random dates written the way real locales write them, each with a standard form.
 
     Each source is ``"<locale>|<date>"``, the date formatted by the Unicode CLDR's rules for
-    that locale and format (the tables ``babel`` ships); the locale is part of the input
-    because "03/04/26" is the 4th of March in ``en_US`` and the 3rd of April in ``en_GB``.
-    The target is ``"YYYY-MM-DD"``. The dates lie in 1969–2068, the years a two-digit year
-    stands for. Returns a list of ``(source, target)`` pairs.
+    that locale and a format drawn from ``formats`` (the tables ``babel`` ships); the locale
+    is part of the input because "03/04/26" is the 4th of March in ``en_US`` and the 3rd of
+    April in ``en_GB``. The target is the date written out in English (``target="written"``,
+    by ``date_written_out``: "4 March 2026", 10 to 17 characters) or its ISO form
+    (``target="iso"``: "2026-03-04", always 10). The dates lie in 1969–2068: the years that a
+    two-digit year stands for under the POSIX rule (69–99 → 1969–1999, 00–68 → 2000–2068),
+    so every short form has one reading. The same ``n`` and ``seed`` draw the same dates and
+    locales whatever ``formats`` and ``target`` are. Returns ``(source, target)`` pairs.
 
     >>> for source, target in date_examples(3, seed=1, locales=("en_US", "fr", "zh")):
     ...     print(source, "->", target)
-    zh|2016年4月27日星期三 -> 2016-04-27
-    en_US|Sunday, March 8, 2020 -> 2020-03-08
-    en_US|7/8/44 -> 2044-07-08
+    zh|2016年4月27日星期三 -> 27 April 2016
+    en_US|Sunday, March 8, 2020 -> 8 March 2020
+    en_US|7/8/44 -> 8 July 2044
+    >>> date_examples(2, seed=1, locales=("en_US",), formats=("short",), target="iso")
+    [('en_US|4/27/16', '2016-04-27'), ('en_US|3/8/20', '2020-03-08')]
     """
     from babel.dates import format_date  # imported here: only the dates need babel
 
     _checks.require_positive_int("date_examples", "n", n)
+    if target not in DATE_TARGETS:
+        raise ValueError(
+            f"date_examples: target must be one of {sorted(DATE_TARGETS)}; got {target!r}"
+        )
+    write_target = DATE_TARGETS[target]
     rng = np.random.default_rng(seed)
     days = rng.integers(0, (LAST_DATE - FIRST_DATE).days + 1, n)
     chosen_locales = rng.integers(0, len(locales), n)
@@ -298,7 +335,7 @@ def date_examples(
         date = FIRST_DATE + datetime.timedelta(days=int(day))
         locale = locales[locale_index]
         written = format_date(date, formats[format_index], locale=locale)
-        examples.append((f"{locale}|{written}", date.isoformat()))
+        examples.append((f"{locale}|{written}", write_target(date)))
     return examples
 
 
@@ -337,3 +374,111 @@ def karate_club() -> tuple[Graph, np.ndarray]:
     names = [str(i) for i in club.nodes]
     edges = [(int(i), int(j)) for i, j in club.edges]
     return Graph(names, names, np.eye(len(names)), edges), labels
+
+
+# --------------------------------------------------------------------------- key–value cards
+# The tasks of the capstone (lesson 14). A token is a card that shows two handwritten digits,
+# a key and a value; every scored position must report a value that lies on another card. The
+# three tasks differ only in how that card is found: by its position, by its key, or by a key
+# that changes from one question to the next.
+
+#: The capstone's tasks, in the order that lesson 14 trains them.
+CARD_TASKS = ("reach", "content", "recall")
+#: An empty slot: the value of a question card in the ``"recall"`` task.
+EMPTY = -1
+#: The label of a position that is not scored; PyTorch's ``cross_entropy`` ignores it.
+UNSCORED = -100
+
+
+def card_sequences(
+    task: str, num_sequences: int, length: int, rng=None, pairs: int = 8
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences of key–value cards, and the value digit that each position must report.
+
+    Each token is a card with a key digit and a value digit; digits are drawn uniformly.
+
+    * ``"reach"``: every position reports the value on card 0, which only its *position*
+      marks (its key is random, like all the others).
+    * ``"content"``: exactly one card has the key 0, at a random position (the others have
+      keys 1–9); every position reports that card's value.
+    * ``"recall"``: ``pairs`` cards with distinct keys lie at random positions; every other
+      token is a question, a card with one of those keys and an ``EMPTY`` value, and reports
+      the value on the card with its key (as in multi-query associative recall, Arora et al.,
+      2023).
+
+    The card that holds an answer is not scored at its own position (``UNSCORED``). Returns
+    ``(cards, labels)``: integer arrays ``(num_sequences, length, 2)`` (``[..., 0]`` the keys,
+    ``[..., 1]`` the values) and ``(num_sequences, length)``. ``rng`` is a NumPy generator or
+    a seed.
+
+    >>> cards, labels = card_sequences("recall", 1, 6, rng=0, pairs=2)
+    >>> cards[0].tolist()
+    [[3, 2], [2, -1], [2, 8], [3, -1], [3, -1], [3, -1]]
+    >>> labels[0].tolist()
+    [-100, 8, -100, 2, 2, 2]
+    """
+    fn = "card_sequences"
+    _checks.check_choice(fn, "task", task, CARD_TASKS)
+    _checks.require_positive_int(fn, "num_sequences", num_sequences)
+    _checks.require_positive_int(fn, "length", length)
+    _checks.require_positive_int(fn, "pairs", pairs)
+    if length < 2:
+        raise ValueError(f"{fn}: length must be >= 2 (a card and a position that reads it)")
+    if task == "recall" and not pairs < min(length, 11):
+        raise ValueError(
+            f"{fn}: pairs must be < {min(length, 11)} for length={length} (distinct keys among "
+            f"the 10 digits, and at least one question); got pairs={pairs}"
+        )
+    rng = np.random.default_rng(rng)
+    if task == "recall":
+        return _recall_cards(rng, num_sequences, length, pairs)
+    rows, shape = np.arange(num_sequences)[:, None], (num_sequences, length)
+    keys = rng.integers(1 if task == "content" else 0, 10, shape)
+    values = rng.integers(0, 10, shape)
+    if task == "reach":  # the answer is on card 0
+        where = np.zeros((num_sequences, 1), dtype=int)
+    else:  # content: the answer is on the only card with the key 0, anywhere
+        where = rng.integers(0, length, (num_sequences, 1))
+        keys[rows, where] = 0
+    labels = np.repeat(values[rows, where], length, axis=1)
+    labels[rows, where] = UNSCORED
+    return np.stack([keys, values], axis=-1), labels
+
+
+def _recall_cards(rng, num_sequences: int, length: int, pairs: int):
+    """``card_sequences`` for the ``"recall"`` task."""
+    rows = np.arange(num_sequences)[:, None]
+    card_keys = np.argsort(rng.random((num_sequences, 10)), axis=1)[:, :pairs]  # distinct
+    card_values = rng.integers(0, 10, (num_sequences, pairs))
+    card_positions = np.argsort(rng.random((num_sequences, length)), axis=1)[:, :pairs]
+    asked = rng.integers(0, pairs, (num_sequences, length))  # which card each question asks
+    keys, labels = card_keys[rows, asked], card_values[rows, asked]
+    values = np.full((num_sequences, length), EMPTY)
+    keys[rows, card_positions] = card_keys
+    values[rows, card_positions] = card_values
+    labels[rows, card_positions] = UNSCORED
+    return np.stack([keys, values], axis=-1), labels
+
+
+def draw_digit_images(symbols, image_digits, pool, rng=None) -> np.ndarray:
+    """For every digit in ``symbols``, the index of a random image of that digit in ``pool``.
+
+    ``image_digits[i]`` is the digit shown by image ``i`` (the labels of ``digit_images()``);
+    ``pool`` lists the images that may be drawn, such as a training or a test split. Entries
+    equal to ``EMPTY`` stay ``EMPTY``. Returns an integer array of the shape of ``symbols``.
+
+    >>> image_digits = np.array([3, 1, 3, 0, 1])
+    >>> draw_digit_images([[3, -1], [1, 3]], image_digits, pool=[0, 1, 2, 3], rng=0).tolist()
+    [[2, -1], [1, 2]]
+    """
+    fn = "draw_digit_images"
+    symbols, image_digits, pool = np.asarray(symbols), np.asarray(image_digits), np.asarray(pool)
+    rng = np.random.default_rng(rng)
+    indices = np.full(symbols.shape, EMPTY)
+    for digit in np.unique(symbols[symbols != EMPTY]):
+        candidates = pool[image_digits[pool] == digit]
+        if len(candidates) == 0:
+            raise ValueError(f"{fn}: pool has no image of the digit {digit}")
+        where = symbols == digit
+        indices[where] = candidates[rng.integers(0, len(candidates), where.sum())]
+    return indices

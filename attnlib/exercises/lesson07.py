@@ -6,6 +6,7 @@ import datetime
 
 import numpy as np
 
+from .. import data
 from . import exercise, expect
 
 
@@ -130,43 +131,109 @@ def _check_greedy(greedy_decode) -> None:
 # --------------------------------------------------------------------------- 07.3
 
 
-def match_scores_reference(predictions, targets) -> tuple[float, float]:
-    """(share of exactly right strings, share of right characters, position by position)."""
-    exact = np.mean([p == t for p, t in zip(predictions, targets)])
-    right = sum(sum(a == b for a, b in zip(p, t)) for p, t in zip(predictions, targets))
-    return float(exact), right / sum(len(t) for t in targets)
+def edit_distance_reference(a: str, b: str) -> int:
+    """The Levenshtein distance: the fewest insertions, deletions and substitutions of one
+    character each that turn ``a`` into ``b`` (dynamic programming over prefixes).
+
+    >>> edit_distance_reference("4 March 2026", "14 March 2026")
+    1
+    """
+    previous = list(range(len(b) + 1))  # distances from "" to every prefix of b
+    for i, char_a in enumerate(a, start=1):
+        current = [i]  # from a[:i] to "": i deletions
+        for j, char_b in enumerate(b, start=1):
+            substitute = previous[j - 1] + (char_a != char_b)
+            current.append(min(substitute, previous[j] + 1, current[j - 1] + 1))
+        previous = current
+    return previous[-1]
 
 
-@exercise("07.3", "exact match and character accuracy")
-def _check_match_scores(match_scores) -> None:
+def _position_by_position(a: str, b: str) -> int:
+    """The mistake to recognise: characters compared at the same index, plus the length gap."""
+    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+
+
+@exercise("07.3", "edit distance")
+def _check_edit_distance(edit_distance) -> None:
     cases = [
-        (["2001-12-22", "1990-06-27"], ["2001-12-22", "1990-06-27"]),
-        (["2010-12-22", "1990-05-27"], ["2001-12-22", "1990-06-27"]),
-        (["2046-09-2", "1981-06-11", "2046-0"], ["2046-09-02", "1981-06-11", "2046-01-03"]),
-        (["", "1999-01-01x"], ["1999-01-01", "1999-01-01"]),
+        ("19 March 1978", "19 March 1978"),
+        ("19 March 1987", "19 March 1978"),
+        ("14 March 2026", "4 March 2026"),
+        ("4 March 2026", "14 March 2026"),
+        ("1 May 1969", "1 June 1969"),
+        ("kitten", "sitting"),
+        ("", "1 May 1969"),
+        ("ab", ""),
+        ("ab", "ba"),
+        ("2 April 2061", "20 April 2016"),
     ]
-    for predictions, targets in cases:
-        call = f"match_scores({predictions}, {targets})"
-        got = match_scores(predictions, targets)
+    for a, b in cases:
+        call = f'edit_distance("{a}", "{b}")'
+        got = edit_distance(a, b)
+        want = edit_distance_reference(a, b)
         expect(
-            isinstance(got, tuple) and len(got) == 2,
-            f"{call} returned {got!r}; return the pair (exact match, character accuracy).",
+            isinstance(got, (int, np.integer)),
+            f"{call} returned {got!r}; return the number of edits, an integer.",
         )
-        want = match_scores_reference(predictions, targets)
+        if got == want:
+            continue
         expect(
-            np.isclose(float(got[0]), want[0]),
-            f"{call}: exact match {got[0]}, expected {want[0]}: the share of predictions equal to "
-            "their target as whole strings.",
+            got != _position_by_position(a, b),
+            f"{call} = {got}, expected {want}. You compared the strings position by position: "
+            "one missing character then shifts every later one. Allow insertions and deletions "
+            "too: d(i, j), the distance between the first i characters of a and the first j of "
+            "b, is the smallest of d(i-1, j) + 1, d(i, j-1) + 1 and d(i-1, j-1) + (a[i-1] != "
+            "b[j-1]).",
         )
         expect(
-            np.isclose(float(got[1]), want[1]),
-            f"{call}: character accuracy {got[1]}, expected {want[1]:.4f}. Compare position by "
-            "position; a missing character counts as wrong, so divide by the total length of "
-            "the *targets*.",
+            not (a and b) or got <= max(len(a), len(b)),
+            f"{call} = {got}, more than the length of the longer string ({max(len(a), len(b))}):"
+            " substituting every character and inserting the rest is always enough.",
         )
+        expect(
+            bool(a and b),
+            f"{call} = {got}, expected {want}: from the empty string, every character of the "
+            "other must be inserted (or deleted), so d(i, 0) = i and d(0, j) = j.",
+        )
+        expect(
+            (a, b) != ("ab", "ba"),
+            f"{call} = {got}, expected {want}: here a swap of two neighbours is two "
+            "substitutions, not one edit.",
+        )
+        expect(False, f"{call} = {got}, expected {want}.")
 
 
 # --------------------------------------------------------------------------- 07.4
+
+
+@exercise("07.4", "train without the causal mask")
+def _check_no_mask_scores(no_mask_scores) -> None:
+    expect(
+        isinstance(no_mask_scores, (tuple, list)) and len(no_mask_scores) == 2,
+        f"no_mask_scores = {no_mask_scores!r}; set it to the pair (teacher-forced loss on the "
+        "validation set, greedy exact match on the validation set).",
+    )
+    loss, exact = (float(value) for value in no_mask_scores)
+    expect(
+        0.0 <= exact <= 1.0 and loss >= 0.0,
+        f"no_mask_scores = ({loss}, {exact}): a loss is at least 0 and an exact match is a "
+        "share, between 0 and 1. Is the pair in the right order?",
+    )
+    expect(
+        exact < 0.2,
+        f"Greedy decoding wrote {exact:.0%} of the dates exactly right. Without the mask it "
+        "should write almost none: is the model you decoded the one built with "
+        "DateTranslator(causal=False), and not the lesson's model?",
+    )
+    expect(
+        loss < 0.25,
+        f"A teacher-forced loss of {loss:.3f} is high for a model that can read the answer. "
+        "Did you train the model without the mask (train(model, train_examples, steps=200)), "
+        "and measure with teacher_forced_loss, where the decoder reads the shifted target?",
+    )
+
+
+# --------------------------------------------------------------------------- 07.5
 
 #: Dates whose short form is ambiguous: day and month are both at most 12 and differ.
 AMBIGUOUS_DATES = [
@@ -185,37 +252,55 @@ def written_us(date: datetime.date) -> str:
 
 
 def read_as(written: str, order: str) -> str:
-    """``written`` ("a/b/yy") read as month/day (``order="md"``) or day/month, in ISO form."""
+    """``written`` ("a/b/yy") read as month/day (``order="md"``) or day/month, written out
+    as the lesson's targets are ("3 April 2021"); "?" for a month above 12."""
     first, second, year = (int(part) for part in written.split("/"))
     month, day = (first, second) if order == "md" else (second, first)
     full_year = year + (1900 if year >= 69 else 2000)  # the POSIX rule of lesson 07's data
-    return datetime.date(full_year, month, day).isoformat()
+    try:
+        return data.date_written_out(datetime.date(full_year, month, day))
+    except ValueError:  # no such date, e.g. a month of 20
+        return "?"
 
 
-@exercise("07.4", "swap the locale tag")
+def perfect_decode(sources: list[str]) -> list[str]:
+    """A stand-in for the trained model: reads each "en_US|…" or "es|…" source by its rule."""
+    orders = {"en_US": "md", "es": "dm"}
+    outputs = []
+    for source in sources:
+        tag, _, written = source.partition("|")
+        outputs.append(read_as(written, orders[tag]) if tag in orders else "?")
+    return outputs
+
+
+@exercise("07.5", "does the model read the locale?")
 def _check_read_both_ways(read_both_ways) -> None:
-    readings = []
     for date in AMBIGUOUS_DATES:
         written = written_us(date)
-        got = read_both_ways(written)
+        sent = []
+
+        def decode(sources, sent=sent):
+            sent.extend(sources)
+            return perfect_decode(list(sources))
+
+        call = f'read_both_ways("{written}", decode)'
+        got = read_both_ways(written, decode)
         expect(
             isinstance(got, tuple) and len(got) == 2 and all(isinstance(r, str) for r in got),
-            f'read_both_ways("{written}") returned {got!r}; return two strings: the model\'s '
-            'reading of "en_US|…" and of "es|…".',
+            f"{call} returned {got!r}; return two strings: the reading of "
+            '"en_US|…" and the reading of "es|…".',
         )
-        readings.append((written, *got))
-    us_right = sum(us == read_as(w, "md") for w, us, _ in readings)
-    es_right = sum(es == read_as(w, "dm") for w, _, es in readings)
-    differ = sum(us != es for _, us, es in readings)
-    shown = "; ".join(f"{w} → {us}, {es}" for w, us, es in readings[:3])
-    expect(
-        differ >= 4,
-        f"The two readings agree for {len(readings) - differ} of {len(readings)} dates "
-        f"({shown} …). Does your function put the tag in front of the date, "
-        '"en_US|" + written and "es|" + written, and decode each with the trained model?',
-    )
-    expect(
-        us_right >= 4 and es_right >= 4,
-        f"Only {us_right} en_US readings (month first) and {es_right} es readings (day first) "
-        f"of {len(readings)} are right ({shown} …). Is the first string the en_US reading?",
-    )
+        want = (read_as(written, "md"), read_as(written, "dm"))
+        if got == want:
+            continue
+        expect(
+            {f"en_US|{written}", f"es|{written}"} <= set(sent),
+            f"{call} sent decode {sent}; send it the sources with their tags, "
+            f'"en_US|{written}" and "es|{written}".',
+        )
+        expect(
+            got != want[::-1],
+            f"{call} returned {got}: the pair is swapped. The first string is the en_US "
+            "reading (month first), the second the es reading (day first).",
+        )
+        expect(False, f"{call} returned {got}; with a perfect reader it should be {want}.")
