@@ -112,4 +112,5 @@ from . import (  # noqa: E402, F401
     lesson12,
     lesson13,
     lesson14,
+    lesson15,
 )
