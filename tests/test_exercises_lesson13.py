@@ -109,6 +109,7 @@ WRONG = [
     ("13.2", lambda *args: 42, "dict"),
     ("13.3", {**WHICH, "smooth": {"exact", "truncated", "linear"}}, "linear cannot"),
     ("13.3", {**WHICH, "copy far": {"exact", "low-rank"}}, "rank must be L"),
+    ("13.3", {**WHICH, "copy far": {"exact", "linear"}}, "rank at most d = 64"),
     ("13.3", {**WHICH, "global mean": {"exact"}}, "linear can"),
     ("13.3", {**WHICH, "global mean": {"exact", "truncated", "linear", "low-rank"}}, "129"),
     ("13.3", {**WHICH, "smooth": {"exact", "window"}}, "the variants are"),
