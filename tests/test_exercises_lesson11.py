@@ -14,8 +14,8 @@ from attnlib.exercises.lesson11 import path_length_reference, rnn_attention_cost
 # ---------------------------------------------------------------- reference solutions
 
 
-def rnn_attention_costs(length, d):
-    return length, length * 2 * d * d, 1, 2 * length * length * d
+def rnn_attention_costs(length, d, g):
+    return length, length * 2 * g * d * d, 1, 4 * length * d * d + 2 * length * length * d
 
 
 def linear_attention_step(state, normaliser, q, k, v):
@@ -38,33 +38,49 @@ def path_length(model, i, j):
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def costs_flops(length, d):
-    s, m, a, n = rnn_attention_costs(length, d)
+def costs_flops(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
     return s, 2 * m, a, 2 * n
 
 
-def costs_one_matrix(length, d):
-    s, m, a, n = rnn_attention_costs(length, d)
+def costs_one_matrix(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
     return s, m // 2, a, n
 
 
-def costs_rnn_parallel(length, d):
-    _, m, a, n = rnn_attention_costs(length, d)
+def costs_square_weights(length, d, g):
+    """W_x and W_h taken as d × d, whatever g."""
+    s, _, a, n = rnn_attention_costs(length, d, g)
+    return s, 2 * length * d * d, a, n
+
+
+def costs_rnn_parallel(length, d, g):
+    _, m, a, n = rnn_attention_costs(length, d, g)
     return 1, m, a, n
 
 
-def costs_attention_steps_l(length, d):
-    s, m, _, n = rnn_attention_costs(length, d)
+def costs_attention_steps_l(length, d, g):
+    s, m, _, n = rnn_attention_costs(length, d, g)
     return s, m, length, n
 
 
-def costs_scores_only(length, d):
-    s, m, a, n = rnn_attention_costs(length, d)
-    return s, m, a, n // 2
+def costs_no_projections(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 2 * length * length * d
 
 
-def costs_attention_flops(length, d):
-    s, m, a, n = rnn_attention_costs(length, d)
+def costs_no_output_projection(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 3 * length * d * d + 2 * length * length * d
+
+
+def costs_scores_only(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 4 * length * d * d + length * length * d
+
+
+def costs_attention_flops(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
     return s, m, a, 2 * n
 
 
@@ -134,12 +150,15 @@ WRONG = [
     ("11.4", lambda length, positions: 0.3, "with positions the"),
     ("11.4", lambda length, positions: (0.9, 0.3), "one test accuracy"),
     ("11.1", costs_flops, "FLOP counters count two"),
-    ("11.1", costs_one_matrix, "two d × d"),
+    ("11.1", costs_one_matrix, "two products"),
+    ("11.1", costs_square_weights, "counts d × d matrices"),
     ("11.1", costs_rnn_parallel, "needs h_(t-1)"),
     ("11.1", costs_attention_steps_l, "in one step"),
-    ("11.1", costs_scores_only, "two matrix products"),
+    ("11.1", costs_no_projections, "four products of L·d·d more"),
+    ("11.1", costs_no_output_projection, "output projection W_o too"),
+    ("11.1", costs_scores_only, "one of the two products"),
     ("11.1", costs_attention_flops, "twice the expected"),
-    ("11.1", lambda length, d: 7, "tuple of four"),
+    ("11.1", lambda length, d, g: 7, "tuple of four"),
     ("11.2", step_no_feature_map, "feature map"),
     ("11.2", step_output_before_update, "after adding token i"),
     ("11.2", step_not_normalised, "normaliser"),
@@ -153,16 +172,22 @@ WRONG = [
 ]
 
 
+def attention_layer(x, weights):
+    """One head with its projections, as the lesson's SelfAttentionLayer."""
+    w_q, w_k, w_v, w_o = weights
+    return F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v) @ w_o
+
+
 @pytest.mark.parametrize(("length", "d"), [(5, 3), (16, 8), (33, 12)])
-def test_cost_reference_counts_what_pytorch_computes(length, d):
-    rnn = torch.nn.RNN(d, d, batch_first=True)
+@pytest.mark.parametrize(("cell", "g"), [(torch.nn.RNN, 1), (torch.nn.GRU, 3)])
+def test_cost_reference_counts_what_pytorch_computes(length, d, cell, g):
     x = torch.randn(1, length, d)
-    steps, rnn_madds, _, attention_madds = rnn_attention_costs_reference(length, d)
+    steps, rnn_madds, _, attention_madds = rnn_attention_costs_reference(length, d, g)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        rnn(x)
+        cell(d, d, batch_first=True)(x)
     assert counter.get_total_flops() == 2 * rnn_madds  # a FLOP counter counts 2 per multiply-add
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        F.scaled_dot_product_attention(x, x, x)
+        attention_layer(x, torch.randn(4, d, d))
     assert counter.get_total_flops() == 2 * attention_madds
     assert steps == length
 

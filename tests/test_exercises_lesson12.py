@@ -167,9 +167,13 @@ WRONG = [
     ("12.2", distances_zero_if_unreachable, "-1"),
     ("12.2", distances_inf_if_unreachable, "-1 (not inf"),
     ("12.2", distances_directed, "not symmetric"),
-    ("12.3", lambda mask, source, target: 5, "the first L"),
+    ("12.3", lambda mask, source, target: 5, "the first n"),
     ("12.3", lambda mask, source, target: first_influence(mask, target, source) or 6, "None"),
-    ("12.3", lambda mask, source, target: (first_influence(mask, source, target) or 1) - 1, "L"),
+    (
+        "12.3",
+        lambda mask, source, target: (first_influence(mask, source, target) or 1) - 1,
+        "first n",
+    ),
     ("12.4", passing_full, "full attention"),
     ("12.4", passing_without_self, "attend to itself"),
     ("12.4", passing_one_way, "undirected"),
@@ -177,7 +181,7 @@ WRONG = [
 ]
 
 
-def test_matrix_powers_solve_10_2_too():
+def test_matrix_powers_solve_12_2_too():
     assert bool(check("12.2", hop_distances_by_powers))
 
 

@@ -7,35 +7,44 @@ import numpy as np
 from .. import numpy as attn
 from . import exercise, expect
 
-# --------------------------------------------------------------------------- 10.1
+# --------------------------------------------------------------------------- 11.1
 
 
-def rnn_attention_costs_reference(length: int, d: int) -> tuple[int, int, int, int]:
+def rnn_attention_costs_reference(length: int, d: int, g: int) -> tuple[int, int, int, int]:
     """(RNN sequential steps, RNN multiply-adds, attention steps, attention multiply-adds).
 
-    An Elman RNN layer with input and hidden width ``d``: one step per position, each with
-    ``x_t W_x`` and ``h_{t-1} W_h`` (2·d² multiply-adds). Attention ``softmax(QKᵀ)V`` on ``Q``,
-    ``K``, ``V`` of shape ``(L, d)``: one step, ``L·L·d`` for the scores and ``L·L·d`` for the
-    weighted sum. Biases, tanh, scaling and softmax are not counted.
+    An RNN layer of width ``d`` whose step multiplies ``x_t`` by ``W_x`` and ``h_{t-1}`` by
+    ``W_h``, both ``d × g·d`` (``g`` = 1: the plain RNN, 3: a GRU, 4: an LSTM): one step per
+    position, 2·g·d² multiply-adds each. A one-head self-attention layer with its four ``d × d``
+    projections: one step, 4·L·d² for ``X W_q``, ``X W_k``, ``X W_v`` and the output ``W_o``,
+    L·L·d for the scores ``QKᵀ`` and L·L·d for the weighted sum. Biases, activations, scaling
+    and softmax are not counted.
+
+    >>> rnn_attention_costs_reference(64, 64, 3)[1] == rnn_attention_costs_reference(64, 64, 3)[3]
+    True
     """
-    return length, 2 * length * d * d, 1, 2 * length * length * d
+    return length, 2 * g * length * d * d, 1, 4 * length * d * d + 2 * length * length * d
 
 
 @exercise("11.1", "sequential steps and multiply-adds")
 def _check_costs(rnn_attention_costs) -> None:
     rng = np.random.default_rng(901)
-    cases = [(5, 3), (128, 64), (10, 10), (1, 4), (4096, 64)]
-    cases += [(int(n), int(d)) for n, d in zip(rng.integers(2, 300, 3), rng.integers(2, 100, 3))]
-    for length, d in cases:
-        call = f"rnn_attention_costs(L={length}, d={d})"
-        got = rnn_attention_costs(length, d)
+    cases = [(5, 3, 1), (128, 64, 3), (10, 10, 4), (1, 4, 3), (4096, 64, 1), (7, 5, 2)]
+    cases += [
+        (int(n), int(d), int(g))
+        for n, d, g in zip(rng.integers(2, 300, 3), rng.integers(2, 100, 3), rng.integers(1, 5, 3))
+    ]
+    for length, d, g in cases:
+        call = f"rnn_attention_costs(L={length}, d={d}, g={g})"
+        got = rnn_attention_costs(length, d, g)
         expect(
             isinstance(got, (tuple, list)) and len(got) == 4,
             "Return a tuple of four numbers: (rnn_steps, rnn_madds, attention_steps, "
             "attention_madds).",
         )
-        rnn_steps, rnn_madds, att_steps, att_madds = (int(round(float(g))) for g in got)
-        want = rnn_attention_costs_reference(length, d)
+        rnn_steps, rnn_madds, att_steps, att_madds = (int(round(float(x))) for x in got)
+        want = rnn_attention_costs_reference(length, d, g)
+        projections, pairs = 4 * length * d * d, 2 * length * length * d
         expect(
             rnn_steps == want[0],
             f"{call}: rnn_steps = {rnn_steps}, expected {want[0]}. Every position is one step, "
@@ -52,14 +61,19 @@ def _check_costs(rnn_attention_costs) -> None:
             "(FLOP counters count two: a multiplication and an addition).",
         )
         expect(
+            g == 1 or rnn_madds != 2 * length * d * d,
+            f"{call}: rnn_madds = {rnn_madds} counts d × d matrices. W_x and W_h are d × g·d: "
+            f"with g = {g} each product is g·d² multiply-adds per position.",
+        )
+        expect(
             rnn_madds != want[1] // 2,
-            f"{call}: rnn_madds is half the expected value. Each step multiplies by two d × d "
-            "matrices: the input x_t by W_x and the previous state h_(t-1) by W_h.",
+            f"{call}: rnn_madds is half the expected value. Each step has two products: the "
+            "input x_t by W_x and the previous state h_(t-1) by W_h.",
         )
         expect(
             rnn_madds == want[1],
             f"{call}: rnn_madds = {rnn_madds}, expected {want[1]}. A vector of width d times a "
-            "d × d matrix is d·d multiply-adds; there are two such products per step, L steps.",
+            "d × g·d matrix is g·d² multiply-adds; two such products per step, L steps.",
         )
         expect(
             att_madds != 2 * want[3],
@@ -67,18 +81,28 @@ def _check_costs(rnn_attention_costs) -> None:
             "(FLOP counters count two).",
         )
         expect(
-            att_madds != want[3] // 2,
-            f"{call}: attention_madds is half the expected value. There are two matrix products: "
-            "the scores Q Kᵀ and the weighted sum A V, each L·L·d multiply-adds.",
+            att_madds != pairs,
+            f"{call}: attention_madds counts Q Kᵀ and A V only. The layer also computes "
+            "X W_q, X W_k, X W_v and the output projection W_o: four products of L·d·d more.",
+        )
+        expect(
+            att_madds != 3 * length * d * d + pairs,
+            f"{call}: attention_madds leaves out one projection: count the output "
+            "projection W_o too (four d × d products in all).",
+        )
+        expect(
+            att_madds != projections + pairs // 2,
+            f"{call}: attention_madds counts one of the two products over pairs. Q Kᵀ is "
+            "(L, d) times (d, L): L·L·d; A V is (L, L) times (L, d): L·L·d more.",
         )
         expect(
             att_madds == want[3],
-            f"{call}: attention_madds = {att_madds}, expected {want[3]}. Q Kᵀ is (L, d) times "
-            "(d, L): L·L·d multiply-adds; A V is (L, L) times (L, d): L·L·d more.",
+            f"{call}: attention_madds = {att_madds}, expected {want[3]}: 4·L·d² for the four "
+            "projections, plus L·L·d for Q Kᵀ and L·L·d for A V.",
         )
 
 
-# --------------------------------------------------------------------------- 10.2
+# --------------------------------------------------------------------------- 11.2
 
 
 def _run_steps(step, q, k, v):
@@ -165,7 +189,7 @@ def _check_linear_attention_step(linear_attention_step) -> None:
         )
 
 
-# --------------------------------------------------------------------------- 10.3
+# --------------------------------------------------------------------------- 11.3
 
 
 MODELS = ("rnn", "bidirectional rnn", "self-attention", "causal self-attention")
@@ -211,7 +235,7 @@ def _check_path_length(path_length) -> None:
                 )
 
 
-# --------------------------------------------------------------------------- 10.4
+# --------------------------------------------------------------------------- 11.4
 
 
 @exercise("11.4", "attention without positions")

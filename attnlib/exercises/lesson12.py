@@ -42,7 +42,7 @@ def _graphs(seed: int):
     return graphs
 
 
-# --------------------------------------------------------------------------- 11.1
+# --------------------------------------------------------------------------- 12.1
 
 
 @exercise("12.1", "a graph mask from an edge list")
@@ -95,7 +95,7 @@ def _check_graph_mask(graph_mask_by_hand) -> None:
                 expect(False, f"{call} has the wrong entries; compare it with attn.graph_mask.")
 
 
-# --------------------------------------------------------------------------- 11.2
+# --------------------------------------------------------------------------- 12.2
 
 
 def hop_distances_reference(edges, num_nodes: int) -> np.ndarray:
@@ -158,7 +158,7 @@ def _check_hop_distances(hop_distances) -> None:
         expect(False, f"{call} has the right distances but marks unreachable pairs wrongly (-1).")
 
 
-# --------------------------------------------------------------------------- 11.3
+# --------------------------------------------------------------------------- 12.3
 
 
 def _distance(edges, num_nodes: int, source: int, target: int):
@@ -204,12 +204,12 @@ def _check_first_influence(first_influence) -> None:
         expect(
             got == want,
             f"{call} = {got!r}; the change first reaches it after {want} layers. Change "
-            "x[source], run gnn(changed, L, mask) for L = 1, 2, … and return the first L at "
+            "x[source], run gnn(changed, n, mask) for n = 1, 2, … layers and return the first n at "
             "which the output of node target moves.",
         )
 
 
-# --------------------------------------------------------------------------- 11.4
+# --------------------------------------------------------------------------- 12.4
 
 
 def _variants(x, edges, n, w_q, w_k, w_v):
