@@ -44,26 +44,35 @@ def run(*command, **kwargs):
     return proc
 
 
-def link_preinstalled_torch(venv_python: Path, folder: Path) -> None:
-    """Make the book environment's PyTorch visible to the new environment, and nothing else:
-    a folder with links to torch's own packages and metadata, named in a .pth file."""
-    torch = importlib.metadata.distribution("torch")
+#: Large packages a learner's machine (Colab) already has: linked in, not installed again.
+PREINSTALLED = ("torch", "triton")
+
+
+def link_preinstalled(venv_python: Path, folder: Path) -> None:
+    """Make the book environment's PyTorch (and Triton, where installed) visible to the new
+    environment, and nothing else: a folder with links to their own packages and metadata,
+    named in a .pth file."""
     folder.mkdir()
-    site = Path(str(torch.locate_file("")))
-    for top in {f.parts[0] for f in torch.files} - {".."}:
-        (folder / top).symlink_to(site / top)
+    for name in PREINSTALLED:
+        try:
+            package = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue  # triton ships for Linux only
+        site = Path(str(package.locate_file("")))
+        for top in {f.parts[0] for f in package.files} - {".."}:
+            (folder / top).symlink_to(site / top)
     purelib = run(venv_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))")
-    (Path(purelib.stdout.strip()) / "preinstalled_torch.pth").write_text(f"{folder}\n")
+    (Path(purelib.stdout.strip()) / "preinstalled.pth").write_text(f"{folder}\n")
 
 
 @pytest.fixture(scope="module")
 def learner_kernel(tmp_path_factory):
-    """A new virtual environment with ipykernel and PyTorch only; returns the kernel's name,
+    """A new virtual environment with ipykernel, PyTorch and Triton only; returns the kernel's name,
     the JUPYTER_PATH that holds its kernelspec, and the environment for the kernel."""
     root = tmp_path_factory.mktemp("learner")
     run(sys.executable, "-m", "venv", root / "venv")
     python = root / "venv" / "bin" / "python"
-    link_preinstalled_torch(python, root / "preinstalled")
+    link_preinstalled(python, root / "preinstalled")
     constraints = ROOT / "requirements.txt"  # the book's pins, as a learner's make would use
     run(python, "-m", "pip", "install", "--quiet", "-c", constraints, "ipykernel")
     spec = root / "jupyter" / "kernels" / "learner"
