@@ -58,6 +58,7 @@ from . import torch as attn_torch
 from . import triton as attn_triton
 
 __all__ = [
+    "REPEATS_AT_MOST",
     "seconds_of",
     "median_seconds",
     "band_call",

@@ -99,6 +99,7 @@ from . import torch as attn
 from ._torch_tiled import LOG2_E, OnlineSoftmax, working_dtype
 
 __all__ = [
+    "LAYOUTS",
     "ring_attention",
     "split_sequence",
     "join_shards",
@@ -115,6 +116,8 @@ __all__ = [
     "main",
 ]
 
+#: The two ways of cutting the sequence into shards (``layout=``): contiguous, or balanced
+#: (each process holds chunk r and chunk 2P - 1 - r of 2P, so that causal work is equal).
 LAYOUTS = ("contiguous", "balanced")
 
 
