@@ -104,21 +104,23 @@ def pytest_xdist_make_scheduler(config, log):
 #: everything else as collected. A run records what each job took in pytest's cache, and the
 #: next run on the same checkout orders by those figures instead.
 EXPECTED_SECONDS = {
-    "[13_efficient_attention]": 180,
-    "[07_sequence_to_sequence]": 130,
-    "[14_putting_it_together]": 122,
+    "[15_putting_it_together]": 120,
+    "[07_sequence_to_sequence]": 115,
     "the built book": 100,
-    "[10_self_attention_and_cnns]": 84,
+    "[11_self_attention_and_cnns]": 84,
     "[05_positional_encoding]": 77,
-    "[11_self_attention_and_rnns]": 71,
-    "[08_truncated_self_attention]": 62,
+    "[12_self_attention_and_rnns]": 70,
+    "[04_multi_head_attention]": 60,
     "tests/test_fresh_learner.py": 56,
-    "[04_multi_head_attention]": 29,
+    "[14_efficient_attention]": 45,
+    "[09_flash_attention]": 45,
+    "[08_truncated_self_attention]": 40,
+    "[13_self_attention_on_graphs]": 30,
     "tests/test_translations.py": 20,
-    "[12_self_attention_on_graphs]": 16,
+    "[10_attention_across_devices]": 20,
     "test_quick_bench_reports_every_row": 16,
     "test_nbval_passes_on_a_lesson_with_progress_bars": 15,
-    "[03_queries_keys_values]": 11,
+    "[03_queries_keys_values]": 15,
 }
 MEASURED = "attnlib/scope-seconds"  # the cache key of the last run's figures
 

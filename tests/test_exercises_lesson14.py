@@ -4,126 +4,135 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlib.exercises import check
+from attnlib import numpy as attn
 from attnlib.exercises.lesson14 import (
-    CAN_LEARN,
-    MODELS,
-    SHORTER_LENGTH,
-    accuracy_by_position_reference,
-    expected_window_accuracy_reference,
+    SOLVERS,
+    attention_madds_reference,
+    pooling_projection,
+    reference_relative_errors,
 )
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def expected_window_accuracy(length, w, reader_accuracy):
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return (seen * reader_accuracy + (length - 1 - seen) * 0.1) / (length - 1)
+def low_rank_by_hand(q, k, v, projection_k, projection_v):
+    k_small, v_small = projection_k @ k, projection_v @ v  # (rank, d_k), (rank, d_v)
+    scores = q @ k_small.T / np.sqrt(q.shape[-1])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True) @ v_small
 
 
-CAN_LEARN_ANSWER = {
-    "A": {"bi-GRU", "attention with positions"},
-    "B": {"window FC", "bi-GRU", "attention with positions", "truncated attention"},
-    "C": {"bi-GRU", "attention with positions", "attention without positions"},
-    "D": set(MODELS),
+def attention_madds(L, d, window, rank):
+    return {
+        "exact": 2 * L * L * d,
+        "truncated": 2 * L * (2 * window + 1) * d,
+        "linear": 2 * L * d * d,
+        "low-rank": 4 * L * rank * d,
+    }
+
+
+WHICH = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
 }
-
-
-def accuracy_by_position(predictions, labels):
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=0)
-
-
-def gru_reach_accuracy(length):
-    """Stands in for the trained bi-GRU: the first card a few positions away is found."""
-    return 0.97 if length <= SHORTER_LENGTH else 0.2
-
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def window_without_ends(length, w, reader_accuracy):
-    seen = min(2 * w, length - 1)
-    return (seen * reader_accuracy + (length - 1 - seen) * 0.1) / (length - 1)
+def low_rank_no_projection(q, k, v, projection_k, projection_v):
+    return attn.attention(q, k, v)[0]
 
 
-def window_over_all_positions(length, w, reader_accuracy):
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return (seen * reader_accuracy + (length - seen) * 0.1) / length
+def low_rank_shared(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_k)[0]
 
 
-def window_no_guess(length, w, reader_accuracy):
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return seen * reader_accuracy / (length - 1)
+def low_rank_unscaled(q, k, v, projection_k, projection_v):
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=1.0)[0]
 
 
-def by_sequence(predictions, labels):
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=1)
+def low_rank_rank_scale(q, k, v, projection_k, projection_v):
+    rank = projection_k.shape[0]
+    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=rank**-0.5)[0]
 
 
-def gru_trained_at_32(length):
-    """The length not used: trained and tested at the lesson's 32 whatever it is asked."""
-    return 0.12
+def low_rank_projects_queries(q, k, v, projection_k, projection_v):
+    return attn.attention(projection_k @ q, projection_k @ k, projection_v @ v)[0]
 
 
-def gru_returns_a_list(length):
-    return [0.97]
+def madds_one_product(L, d, window, rank):
+    return {name: count // 2 for name, count in attention_madds(L, d, window, rank).items()}
+
+
+def madds_window_one_side(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * window * d}
+
+
+def madds_masked(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * L * d}
+
+
+def madds_no_projection(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "low-rank": 2 * L * rank * d}
+
+
+def madds_linear_quadratic(L, d, window, rank):
+    return {**attention_madds(L, d, window, rank), "linear": 2 * L * L * d}
+
+
+def relative_errors(sharpness):
+    return reference_relative_errors(sharpness)
 
 
 CORRECT = {
-    "14.1": expected_window_accuracy,
-    "14.2": CAN_LEARN_ANSWER,
-    "14.3": accuracy_by_position,
-    "14.4": gru_reach_accuracy,
+    "14.1": low_rank_by_hand,
+    "14.2": attention_madds,
+    "14.4": relative_errors,
+    "14.3": WHICH,
 }
 
 WRONG = [
-    ("14.1", window_without_ends, "fewer than 4 neighbours"),
-    ("14.1", window_over_all_positions, "not scored at its own position"),
-    ("14.1", window_no_guess, "one time in ten"),
-    ("14.2", {**CAN_LEARN_ANSWER, "A": {"attention with positions"}}, "the bi-GRU can learn it"),
-    (
-        "14.2",
-        {
-            **CAN_LEARN_ANSWER,
-            "A": {"bi-GRU", "attention with positions", "attention without positions"},
-        },
-        "attention without positions cannot",
-    ),
-    ("14.2", {**CAN_LEARN_ANSWER, "B": {"bi-GRU", "attention with positions"}}, "window FC can"),
-    ("14.2", {**CAN_LEARN_ANSWER, "C": {"bi-GRU", "nobody"}}, "unknown model names"),
-    ("14.2", {"A": set()}, "a dict with the keys"),
-    ("14.3", by_sequence, "axis 0"),
-    ("14.4", gru_trained_at_32, "should find it within the lesson's budget"),
-    ("14.4", gru_returns_a_list, "one number between 0 and 1"),
+    ("14.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
+    ("14.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
+    ("14.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),
+    ("14.1", low_rank_no_projection, "mixed down"),
+    ("14.1", low_rank_shared, "projection_v"),
+    ("14.1", low_rank_unscaled, "1/sqrt(d_k)"),
+    ("14.1", low_rank_rank_scale, "not 1/sqrt(rank)"),
+    ("14.1", low_rank_projects_queries, "queries stay"),
+    ("14.2", madds_one_product, "two"),
+    ("14.2", madds_window_one_side, "2w + 1"),
+    ("14.2", madds_masked, "never computes"),
+    ("14.2", madds_no_projection, "projections"),
+    ("14.2", madds_linear_quadratic, "never forms"),
+    ("14.2", lambda *args: 42, "dict"),
+    ("14.3", {**WHICH, "smooth": {"exact", "truncated", "linear"}}, "linear cannot"),
+    ("14.3", {**WHICH, "copy far": {"exact", "low-rank"}}, "rank must be L"),
+    ("14.3", {**WHICH, "copy far": {"exact", "linear"}}, "rank at most d = 64"),
+    ("14.3", {**WHICH, "global mean": {"exact"}}, "linear can"),
+    ("14.3", {**WHICH, "global mean": {"exact", "truncated", "linear", "low-rank"}}, "129"),
+    ("14.3", {**WHICH, "smooth": {"exact", "window"}}, "the variants are"),
+    ("14.3", {"smooth": {"exact"}}, "keys"),
 ]
 
 
-def test_references_agree_with_the_module():
-    assert CAN_LEARN == CAN_LEARN_ANSWER
-    for case in [(32, 2, 0.97), (512, 2, 0.97), (5, 7, 1.0)]:
-        assert np.isclose(
-            expected_window_accuracy(*case), expected_window_accuracy_reference(*case)
-        )
-    x = np.array([[1, 2], [1, 3]])
-    assert np.array_equal(
-        accuracy_by_position(x, x * 0 + 1), accuracy_by_position_reference(x, x * 0 + 1)
-    )
+def test_references_agree_with_attnlib():
+    assert attention_madds_reference(4096, 64, 64, 64) == attention_madds(4096, 64, 64, 64)
+    assert SOLVERS == WHICH
+    projection = pooling_projection(12, 3)
+    assert projection.shape == (3, 12) and np.allclose(projection.sum(axis=1), 1.0)
+    x = np.arange(12.0)[:, None]
+    assert np.allclose(projection @ x, [[1.5], [5.5], [9.5]])  # segment means
 
 
-def test_window_expectation_in_closed_form():
-    """Away from the ends a card has 2w neighbours in reach; at the ends fewer, as counted."""
-    # L = 32, w = 2: the cards at 0, 1, 30, 31 have 2, 3, 3, 2 neighbours, the 28 others 4
-    seen = (2 + 3 + 28 * 4 + 3 + 2) / 32
-    assert np.isclose(
-        expected_window_accuracy_reference(32, 2, 1.0), (seen + (31 - seen) * 0.1) / 31
-    )
-    # a window that covers the whole sequence sees the card from everywhere
-    assert np.isclose(expected_window_accuracy_reference(8, 7, 0.9), 0.9)
-
-
-def test_a_bi_gru_that_misses_the_card_gets_the_hint_about_the_length():
-    result = check("14.4", lambda length: 0.5)
-    assert result.status == "wrong" and f"at most {SHORTER_LENGTH - 1} positions" in result.message
+def test_global_mean_is_exact_for_linear_and_low_rank():
+    rng = np.random.default_rng(0)
+    length, d = 256, 8
+    q = np.zeros((length, d))
+    k, v = rng.normal(0.0, 1.0, (2, length, d))
+    mean = np.broadcast_to(v.mean(axis=0), v.shape)
+    assert np.allclose(attn.linear_attention(q, q, v), mean)  # q = k = 0: phi = 1, uniform
+    assert not np.allclose(attn.linear_attention(q, k, v), mean)  # q = 0 alone is not enough
+    assert np.allclose(attn.low_rank_attention(q, k, v, pooling_projection(length, 64))[0], mean)
+    assert np.allclose(attn.attention(q, k, v)[0], mean)

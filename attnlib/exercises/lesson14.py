@@ -1,166 +1,253 @@
-"""Checkers for the exercises of lesson 14 (the capstone: reach, content and capacity)."""
+"""Checkers for the exercises of lesson 14."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from .. import numpy as attn
 from . import exercise, expect
 
 # --------------------------------------------------------------------------- 14.1
 
 
-def expected_window_accuracy_reference(length: int, w: int, reader_accuracy: float) -> float:
-    """Expected accuracy on the content task of a model that reaches ``w`` positions each way.
-
-    The card with the answer lies at a uniformly random position; the positions within ``w``
-    of it (itself excluded: it is not scored) are right with probability ``reader_accuracy``,
-    the others guess one of ten digits. Averaged over the ``length - 1`` scored positions.
-
-    >>> round(expected_window_accuracy_reference(32, 2, 0.97), 3)
-    0.207
-    """
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return float((seen * reader_accuracy + (length - 1 - seen) * 0.1) / (length - 1))
+def pooling_projection(length: int, rank: int) -> np.ndarray:
+    """``(rank, length)``: row ``r`` averages the ``length // rank`` tokens of segment ``r``."""
+    size = length // rank
+    return np.kron(np.eye(rank), np.full((1, size), 1.0 / size))
 
 
-def _without_ends(length: int, w: int, reader: float) -> float:
-    """The mistake of forgetting that a card near an end has fewer neighbours."""
-    seen = min(2 * w, length - 1)
-    return (seen * reader + (length - 1 - seen) * 0.1) / (length - 1)
-
-
-def _over_all_positions(length: int, w: int, reader: float) -> float:
-    """The mistake of averaging over all ``length`` positions, the card's own included."""
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return (seen * reader + (length - seen) * 0.1) / length
-
-
-def _no_guessing(length: int, w: int, reader: float) -> float:
-    """The mistake of scoring the positions out of reach as always wrong."""
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return seen * reader / (length - 1)
-
-
-@exercise("14.1", "what a window can reach")
-def _check_expected_window_accuracy(expected_window_accuracy) -> None:
-    cases = [(32, 2, 0.97), (512, 2, 0.97), (10, 3, 1.0), (6, 1, 0.9), (8, 12, 0.95), (2, 1, 1.0)]
-    for length, w, reader in cases:
-        call = f"expected_window_accuracy({length}, {w}, {reader})"
-        got = float(expected_window_accuracy(length, w, reader))
-        want = expected_window_accuracy_reference(length, w, reader)
-        if np.isclose(got, want):
+@exercise("14.1", "low-rank attention by hand")
+def _check_low_rank_by_hand(low_rank_by_hand) -> None:
+    rng = np.random.default_rng(1101)
+    cases = [(16, 8, 4, 4, "pooling"), (32, 4, 6, 8, "random"), (12, 6, 3, 12, "random")]
+    cases += [(40, 16, 8, 5, "pooling"), (9, 2, 2, 1, "random"), (64, 8, 8, 16, "random")]
+    for length, d_k, d_v, rank, kind in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d_k))
+        v = rng.normal(0.0, 1.0, (length, d_v))
+        if kind == "pooling":
+            e = f = pooling_projection(length, rank)
+        else:
+            e, f = rng.normal(0.0, length**-0.5, (2, rank, length))
+        call = (
+            f"low_rank_by_hand(q, k, v, projection_k, projection_v) with L={length}, "
+            f"d_k={d_k}, d_v={d_v}, rank={rank} ({kind} projections)"
+        )
+        args = (q.copy(), k.copy(), v.copy(), e.copy(), f.copy())
+        got = np.asarray(low_rank_by_hand(*args), dtype=float)
+        want = attn.low_rank_attention(q, k, v, e, f)[0]
+        expect(
+            got.shape != (rank, d_v) or rank == length,
+            f"{call} has shape {got.shape}: one row per projected key. Only the keys and values "
+            f"are projected; the {length} queries stay, so the output has shape {want.shape}.",
+        )
+        expect(
+            got.shape == want.shape,
+            f"{call} has shape {got.shape}; expected {want.shape} (one output per query).",
+        )
+        if np.allclose(got, want, atol=1e-10):
             continue
+        wrong = {
+            "exact": attn.attention(q, k, v)[0],
+            "shared": attn.low_rank_attention(q, k, v, e, e)[0],
+            "unscaled": attn.low_rank_attention(q, k, v, e, f, scale=1.0)[0],
+            "rank": attn.low_rank_attention(q, k, v, e, f, scale=rank**-0.5)[0],
+        }
         expect(
-            not np.isclose(got, _without_ends(length, w, reader)),
-            f"{call} = {got:.4f}: a card near an end has fewer than {2 * w} neighbours within "
-            f"{w}; average over the {length} positions the card can take.",
+            not np.allclose(got, wrong["exact"], atol=1e-10),
+            f"{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
+            "projection_k @ k, and the values to projection_v @ v.",
         )
         expect(
-            not np.isclose(got, _over_all_positions(length, w, reader)),
-            f"{call} = {got:.4f}: the card with the answer is not scored at its own position; "
-            f"average over the {length - 1} other positions.",
+            kind == "pooling" or not np.allclose(got, wrong["shared"], atol=1e-10),
+            f"{call}: the values are projected with projection_v, not projection_k.",
         )
         expect(
-            not np.isclose(got, _no_guessing(length, w, reader)),
-            f"{call} = {got:.4f}: out of reach the model still guesses, and a guess among ten "
-            "digits is right one time in ten.",
+            not np.allclose(got, wrong["unscaled"], atol=1e-10),
+            f"{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
         )
-        expect(False, f"{call} = {got:.4f}; expected {want:.4f}.")
+        expect(
+            not np.allclose(got, wrong["rank"], atol=1e-10),
+            f"{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+        )
+        expect(False, f"{call} gives the wrong numbers; compare with attn.low_rank_attention.")
 
 
 # --------------------------------------------------------------------------- 14.2
 
-#: The models of exercise 14.2 (those whose answer is clear-cut at length 32, window 2).
-MODELS = (
-    "per-token FC",
-    "window FC",
-    "bi-GRU",
-    "attention with positions",
-    "attention without positions",
-    "truncated attention",
-)
-
-#: The tasks of exercise 14.2, and the models that can learn each one.
-CAN_LEARN = {
-    "A": {"bi-GRU", "attention with positions"},
-    "B": {"window FC", "bi-GRU", "attention with positions", "truncated attention"},
-    "C": {"bi-GRU", "attention with positions", "attention without positions"},
-    "D": set(MODELS),
-}
-
-_WHY = {
-    "A": "the last card is up to 31 positions away, and only its *position* marks it",
-    "B": "the previous card is one position away, inside a window of 2, and it is on the left",
-    "C": "whether some card has the key 7 needs the whole sequence, but not its order",
-    "D": "a position's own card decides it",
-}
+VARIANTS = ("exact", "truncated", "linear", "low-rank")
 
 
-@exercise("14.2", "which model can learn it?")
-def _check_can_learn(answer) -> None:
-    expect(
-        isinstance(answer, dict) and set(answer) == set(CAN_LEARN),
-        f"can_learn must be a dict with the keys {sorted(CAN_LEARN)}; got {answer!r}.",
-    )
-    if any(answer[task] is None for task in CAN_LEARN):
-        raise NotImplementedError  # not every task is answered yet
-    for task, want in CAN_LEARN.items():
-        got = set(answer[task])
-        unknown = got - set(MODELS)
-        expect(not unknown, f"Task {task}: unknown model names {sorted(unknown)}; use {MODELS}.")
-        for model in MODELS:
-            if (model in got) != (model in want):
-                verb = "cannot" if model in got else "can"
-                expect(False, f"Task {task}: the {model} {verb} learn it ({_WHY[task]}).")
+def attention_madds_reference(length: int, d: int, window: int, rank: int) -> dict[str, int]:
+    """Multiply-adds of the matrix products of one head (``d_k = d_v = d``): exact
+    ``2 L² d``; truncated ``2 L (2w + 1) d`` (edges ignored); linear ``2 L d²``
+    (``φ(K)ᵀ V`` and ``φ(Q) S``); low-rank ``4 L r d`` (``E K``, ``F V``, the scores, the sum)."""
+    return {
+        "exact": 2 * length * length * d,
+        "truncated": 2 * length * (2 * window + 1) * d,
+        "linear": 2 * length * d * d,
+        "low-rank": 4 * length * rank * d,
+    }
+
+
+@exercise("14.2", "multiply-adds of each variant")
+def _check_attention_madds(attention_madds) -> None:
+    cases = [(4096, 64, 64, 64), (1024, 32, 8, 16), (100, 8, 3, 10), (6000, 64, 50, 256)]
+    cases += [(7, 5, 0, 1), (2048, 128, 16, 32)]
+    for length, d, window, rank in cases:
+        call = f"attention_madds(L={length}, d={d}, window={window}, rank={rank})"
+        got = attention_madds(length, d, window, rank)
+        expect(
+            isinstance(got, dict) and set(got) == set(VARIANTS),
+            f"{call} must return a dict with the keys {', '.join(map(repr, VARIANTS))}; "
+            f"got {got!r}.",
+        )
+        want = attention_madds_reference(length, d, window, rank)
+        for name in VARIANTS:
+            value = float(got[name])
+            if value == want[name]:
+                continue
+            hint = f"{call}[{name!r}] = {value:,.0f}, expected {want[name]:,}."
+            if name == "low-rank":
+                expect(
+                    value != 2 * length * rank * d,
+                    f"{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                )
+            expect(
+                value != want[name] / 2,
+                f"{hint} That counts one matrix product; attention has two (scores, then "
+                "the weighted sum of the values).",
+            )
+            if name == "truncated":
+                expect(
+                    value != 2 * length * window * d and value != 4 * length * window * d,
+                    f"{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                )
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} That is dense attention with a mask: truncated attention never "
+                    "computes the scores outside the band.",
+                )
+            if name == "linear":
+                expect(
+                    value != 2 * length * length * d,
+                    f"{hint} Linear attention never forms the L × L matrix: it computes "
+                    "S = φ(K)ᵀ V (d × d) once, then φ(Q) S.",
+                )
+            expect(False, hint)
 
 
 # --------------------------------------------------------------------------- 14.3
 
+TASKS = ("smooth", "copy far", "global mean")
 
-def accuracy_by_position_reference(predictions, labels) -> np.ndarray:
-    """(L,): the share of sequences whose prediction at each position is right."""
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=0)
+#: Which variants can produce each task's outputs (with suitable queries and keys), at
+#: L = 4096 with window 64, the elu + 1 feature map (d = 64) and rank 64 (segment means).
+SOLVERS = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
+}
+
+_WHY = {
+    ("smooth", "exact"): "exact attention can put its weight on any keys, neighbours included",
+    ("smooth", "truncated"): "the 21 neighbours (±10) all lie inside the window of ±64",
+    ("smooth", "linear"): (
+        "every query would need its weight on its own 21 neighbours, a band of weights whose "
+        "rank is close to L = 4096; linear attention's weight matrix has rank at most d = 64"
+    ),
+    ("smooth", "low-rank"): (
+        "with rank 64 every key is a mean over a segment of 64 tokens: a window of ±10 is "
+        "finer than the projection can see"
+    ),
+    ("copy far", "exact"): "exact attention can put almost all its weight on one key",
+    ("copy far", "truncated"): "the token 2000 positions away lies outside the window of 64",
+    ("copy far", "linear"): (
+        "each query would need a sharp peak on its own far key, a permutation of rank 4096; "
+        "linear attention's weight matrix has rank at most d = 64"
+    ),
+    ("copy far", "low-rank"): (
+        "with rank 64 the value is averaged with 63 others in its segment; to pick one of L "
+        "values the rank must be L"
+    ),
+    ("global mean", "exact"): "with q = 0 all scores are equal: uniform weights",
+    ("global mean", "truncated"): "a query sees at most 129 of the 4096 values",
+    ("global mean", "linear"): (
+        "with q = k = 0, φ(q) and φ(k) are all ones: every key gets the same weight"
+    ),
+    ("global mean", "low-rank"): (
+        "uniform weights over the 64 segment means give the mean of all values exactly"
+    ),
+}
 
 
-@exercise("14.3", "accuracy by position")
-def _check_accuracy_by_position(accuracy_by_position) -> None:
-    rng = np.random.default_rng(1303)
-    for n, length in [(4, 5), (50, 32), (3, 3), (7, 1)]:
-        labels = rng.integers(0, 10, (n, length))
-        predictions = np.where(rng.random((n, length)) < 0.6, labels, (labels + 1) % 10)
-        call = f"accuracy_by_position(predictions {predictions.shape}, labels {labels.shape})"
-        got = np.asarray(accuracy_by_position(predictions, labels), dtype=float)
-        want = accuracy_by_position_reference(predictions, labels)
+@exercise("14.3", "which variant can do it?")
+def _check_which_variants(answer) -> None:
+    expect(
+        isinstance(answer, dict) and set(answer) == set(TASKS),
+        f"answer must be a dict with the keys {', '.join(map(repr, TASKS))}; got {answer!r}.",
+    )
+    for task in TASKS:
+        chosen = answer[task]
         expect(
-            got.shape == want.shape,
-            f"{call} has shape {got.shape}; one accuracy per position is {want.shape}: average "
-            "over the sequences (axis 0).",
+            isinstance(chosen, (set, frozenset, list, tuple)),
+            f"answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
         )
-        expect(np.allclose(got, want), f"{call} = {got}; expected {want}.")
+        chosen = set(chosen)
+        unknown = chosen - set(VARIANTS)
+        expect(
+            not unknown,
+            f"answer[{task!r}] contains {sorted(unknown)}; the variants are "
+            f"{', '.join(map(repr, VARIANTS))}.",
+        )
+        for variant in VARIANTS:
+            if (variant in chosen) == (variant in SOLVERS[task]):
+                continue
+            verdict = "can" if variant in SOLVERS[task] else "cannot"
+            expect(False, f"{task!r}: {variant} {verdict} do it: {_WHY[task, variant]}.")
 
 
 # --------------------------------------------------------------------------- 14.4
 
-#: The length at which exercise 14.4 trains the bi-GRU on the reach task: the first card is at
-#: most 7 positions away, as in the lengths where lesson 11's GRU still succeeded.
-SHORTER_LENGTH = 8
+
+def reference_relative_errors(sharpness: float, length: int = 1024) -> dict[str, float]:
+    """Lesson 14's local task at a given sharpness: each approximation's mean absolute error,
+    relative to uniform attention's (window and rank 64)."""
+    position = attn.sinusoidal_positional_encoding(length, 64)
+    values = np.random.default_rng(0).normal(0.0, 1.0, (length, 64))
+    q = k = sharpness * position
+    exact, _ = attn.attention(q, k, values)
+    size = length // 64
+    projection = np.kron(np.eye(64), np.full((1, size), 1.0 / size))
+    outputs = {
+        "truncated": attn.truncated_attention(q, k, values, 64),
+        "linear": attn.linear_attention(q, k, values),
+        "low-rank": attn.low_rank_attention(q, k, values, projection)[0],
+    }
+    uniform = np.abs(values.mean(axis=0) - exact).mean()
+    return {name: float(np.abs(y - exact).mean() / uniform) for name, y in outputs.items()}
 
 
-@exercise("14.4", "shorter sequences for the bi-GRU")
-def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
-    call = f"gru_reach_accuracy({SHORTER_LENGTH})"
-    got = gru_reach_accuracy(SHORTER_LENGTH)
-    expect(
-        np.ndim(got) == 0 and 0.0 <= float(got) <= 1.0,
-        f"{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
-    )
-    expect(
-        float(got) > 0.8,
-        f"{call} = {float(got):.2f}: with the first card at most {SHORTER_LENGTH - 1} positions "
-        "away, the bi-GRU should find it within the lesson's budget. Did you train it on "
-        f'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
-        "on a test set of the same length?",
-    )
+@exercise("14.4", "softer attention")
+def _check_relative_errors(relative_errors) -> None:
+    at_two = reference_relative_errors(2.0)  # (the value a learner gets by ignoring sharpness)
+    for sharpness in (0.5, 2.0):
+        call = f"relative_errors({sharpness})"
+        got = relative_errors(sharpness)
+        want = at_two if sharpness == 2.0 else reference_relative_errors(sharpness)
+        expect(
+            isinstance(got, dict) and set(got) == set(want),
+            f"{call} should be a dict with the keys {sorted(want)}; got {got!r}.",
+        )
+        for name in want:
+            value = float(got[name])
+            expect(
+                not np.isclose(value, at_two[name], rtol=1e-6) or sharpness == 2.0,
+                f"{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
+                "local_inputs(1024, sharpness=sharpness).",
+            )
+            expect(
+                np.isclose(value, want[name], rtol=1e-6),
+                f"{call}[{name!r}] = {value:.4f}, expected {want[name]:.4f}: divide "
+                "mae(y, y_exact) by mae(uniform output, y_exact), with y_exact from "
+                "attn.attention(q, k, v) on local_inputs(1024, sharpness=sharpness).",
+            )

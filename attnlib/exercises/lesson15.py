@@ -1,113 +1,166 @@
-"""Checkers for the exercises of the lesson on attention across devices (ring attention)."""
+"""Checkers for the exercises of lesson 15 (the capstone: reach, content and capacity)."""
 
 from __future__ import annotations
 
-from .. import distributed
+import numpy as np
+
 from . import exercise, expect
 
 # --------------------------------------------------------------------------- 15.1
 
 
-def kv_bytes_per_token_reference(layers, kv_heads, head_dim, bytes_per_number) -> int:
-    """The bytes of keys and values one token needs in every layer: ``2·layers·kv_heads·
-    head_dim·bytes_per_number`` (a key and a value vector per key-value head and layer).
+def expected_window_accuracy_reference(length: int, w: int, reader_accuracy: float) -> float:
+    """Expected accuracy on the content task of a model that reaches ``w`` positions each way.
 
-    >>> kv_bytes_per_token_reference(32, 8, 128, 2)  # Llama-3-8B-like, bfloat16
-    131072
+    The card with the answer lies at a uniformly random position; the positions within ``w``
+    of it (itself excluded: it is not scored) are right with probability ``reader_accuracy``,
+    the others guess one of ten digits. Averaged over the ``length - 1`` scored positions.
+
+    >>> round(expected_window_accuracy_reference(32, 2, 0.97), 3)
+    0.207
     """
-    return 2 * layers * kv_heads * head_dim * bytes_per_number
+    card = np.arange(length)
+    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
+    return float((seen * reader_accuracy + (length - 1 - seen) * 0.1) / (length - 1))
 
 
-@exercise("15.1", "bytes of keys and values per token")
-def _check_kv_bytes_per_token(kv_bytes_per_token) -> None:
-    configs = [(32, 8, 128, 2), (126, 8, 128, 2), (12, 12, 64, 4), (1, 1, 1, 1), (24, 4, 96, 1)]
-    for layers, kv_heads, head_dim, size in configs:
-        call = f"kv_bytes_per_token({layers}, {kv_heads}, {head_dim}, {size})"
-        got = kv_bytes_per_token(layers, kv_heads, head_dim, size)
-        want = kv_bytes_per_token_reference(layers, kv_heads, head_dim, size)
-        expect(got is not None, f"{call} returned None; return a number of bytes.")
+def _without_ends(length: int, w: int, reader: float) -> float:
+    """The mistake of forgetting that a card near an end has fewer neighbours."""
+    seen = min(2 * w, length - 1)
+    return (seen * reader + (length - 1 - seen) * 0.1) / (length - 1)
+
+
+def _over_all_positions(length: int, w: int, reader: float) -> float:
+    """The mistake of averaging over all ``length`` positions, the card's own included."""
+    card = np.arange(length)
+    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
+    return (seen * reader + (length - seen) * 0.1) / length
+
+
+def _no_guessing(length: int, w: int, reader: float) -> float:
+    """The mistake of scoring the positions out of reach as always wrong."""
+    card = np.arange(length)
+    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
+    return seen * reader / (length - 1)
+
+
+@exercise("15.1", "what a window can reach")
+def _check_expected_window_accuracy(expected_window_accuracy) -> None:
+    cases = [(32, 2, 0.97), (512, 2, 0.97), (10, 3, 1.0), (6, 1, 0.9), (8, 12, 0.95), (2, 1, 1.0)]
+    for length, w, reader in cases:
+        call = f"expected_window_accuracy({length}, {w}, {reader})"
+        got = float(expected_window_accuracy(length, w, reader))
+        want = expected_window_accuracy_reference(length, w, reader)
+        if np.isclose(got, want):
+            continue
         expect(
-            got != want // 2,
-            f"{call} = {got}, half the answer: a token has a key AND a value in each head.",
+            not np.isclose(got, _without_ends(length, w, reader)),
+            f"{call} = {got:.4f}: a card near an end has fewer than {2 * w} neighbours within "
+            f"{w}; average over the {length} positions the card can take.",
         )
         expect(
-            got != want // layers or layers == 1,
-            f"{call} = {got}: that is one layer; every layer keeps its own keys and values.",
+            not np.isclose(got, _over_all_positions(length, w, reader)),
+            f"{call} = {got:.4f}: the card with the answer is not scored at its own position; "
+            f"average over the {length - 1} other positions.",
         )
-        expect(got == want, f"{call} = {got}, expected {want}.")
+        expect(
+            not np.isclose(got, _no_guessing(length, w, reader)),
+            f"{call} = {got:.4f}: out of reach the model still guesses, and a guess among ten "
+            "digits is right one time in ten.",
+        )
+        expect(False, f"{call} = {got:.4f}; expected {want:.4f}.")
 
 
 # --------------------------------------------------------------------------- 15.2
 
+#: The models of exercise 15.2 (those whose answer is clear-cut at length 32, window 2).
+MODELS = (
+    "per-token FC",
+    "window FC",
+    "bi-GRU",
+    "attention with positions",
+    "attention without positions",
+    "truncated attention",
+)
 
-def causal_tiles_per_step_reference(rank: int, world_size: int) -> list[int]:
-    """Tiles process ``rank`` computes at each ring step, causal mask, contiguous layout
-    (two chunks per shard), counted from ``attnlib.distributed.ring_plan``.
+#: The tasks of exercise 15.2, and the models that can learn each one.
+CAN_LEARN = {
+    "A": {"bi-GRU", "attention with positions"},
+    "B": {"window FC", "bi-GRU", "attention with positions", "truncated attention"},
+    "C": {"bi-GRU", "attention with positions", "attention without positions"},
+    "D": set(MODELS),
+}
 
-    >>> causal_tiles_per_step_reference(2, 4)
-    [3, 4, 4, 0]
-    """
-    plan = distributed.ring_plan(rank, world_size, 8 * world_size, "contiguous", causal=True)
-    return [len(tiles) for tiles in plan]
+_WHY = {
+    "A": "the last card is up to 31 positions away, and only its *position* marks it",
+    "B": "the previous card is one position away, inside a window of 2, and it is on the left",
+    "C": "whether some card has the key 7 needs the whole sequence, but not its order",
+    "D": "a position's own card decides it",
+}
 
 
-@exercise("15.2", "the tiles of a causal contiguous shard")
-def _check_causal_tiles_per_step(causal_tiles_per_step) -> None:
-    for world_size in (1, 2, 3, 4, 8):
-        for rank in range(world_size):
-            call = f"causal_tiles_per_step({rank}, {world_size})"
-            got = causal_tiles_per_step(rank, world_size)
-            want = causal_tiles_per_step_reference(rank, world_size)
-            expect(
-                got is not None and len(list(got)) == world_size,
-                f"{call}: return a list of {world_size} counts, one per ring step.",
-            )
-            got = [int(x) for x in got]
-            expect(
-                got[0] == 3,
-                f"{call}[0] = {got[0]}: at step 0 a process holds its own keys; of its 2 × 2 "
-                "tiles, the one with the later queries' chunk of keys against the earlier "
-                "queries lies above the diagonal and is skipped: 3 tiles.",
-            )
-            mirrored = [3] + [
-                4 if step >= world_size - rank else 0 for step in range(1, world_size)
-            ]
-            expect(
-                got != mirrored or got == want,
-                f"{call} = {got}: at step s process r holds the keys of process (r − s) mod P, "
-                "which come BEFORE its own queries while s <= r.",
-            )
-            expect(got == want, f"{call} = {got}, expected {want}.")
+@exercise("15.2", "which model can learn it?")
+def _check_can_learn(answer) -> None:
+    expect(
+        isinstance(answer, dict) and set(answer) == set(CAN_LEARN),
+        f"can_learn must be a dict with the keys {sorted(CAN_LEARN)}; got {answer!r}.",
+    )
+    if any(answer[task] is None for task in CAN_LEARN):
+        raise NotImplementedError  # not every task is answered yet
+    for task, want in CAN_LEARN.items():
+        got = set(answer[task])
+        unknown = got - set(MODELS)
+        expect(not unknown, f"Task {task}: unknown model names {sorted(unknown)}; use {MODELS}.")
+        for model in MODELS:
+            if (model in got) != (model in want):
+                verb = "cannot" if model in got else "can"
+                expect(False, f"Task {task}: the {model} {verb} learn it ({_WHY[task]}).")
 
 
 # --------------------------------------------------------------------------- 15.3
 
 
-def busiest_over_mean_reference(world_size: int, layout: str) -> float:
-    """The busiest process's tile products over the mean, causal mask.
-
-    >>> busiest_over_mean_reference(4, "contiguous")
-    1.6666666666666667
-    """
-    counts = distributed.tile_counts(world_size, 8 * world_size, layout=layout, causal=True)
-    return max(counts) / (sum(counts) / len(counts))
+def accuracy_by_position_reference(predictions, labels) -> np.ndarray:
+    """(L,): the share of sequences whose prediction at each position is right."""
+    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=0)
 
 
-@exercise("15.3", "Change the experiment: other numbers of processes")
-def _check_busiest_over_mean(busiest_over_mean) -> None:
-    for world_size in (2, 3, 4, 8):
-        for layout in ("contiguous", "balanced"):
-            call = f"busiest_over_mean({world_size}, {layout!r})"
-            got = busiest_over_mean(world_size, layout)
-            want = busiest_over_mean_reference(world_size, layout)
-            expect(got is not None, f"{call} returned None; return a ratio.")
-            expect(
-                abs(float(got) - 1 / want) > 1e-9 or want == 1,
-                f"{call} = {got}: that is the mean over the busiest; take the busiest over "
-                "the mean (a number >= 1).",
-            )
-            expect(
-                abs(float(got) - want) < 1e-9,
-                f"{call} = {float(got):.4f}, expected {want:.4f}. Count each process's tiles "
-                "(tile_counts or ring_plan, causal=True) and divide the largest by the mean.",
-            )
+@exercise("15.3", "accuracy by position")
+def _check_accuracy_by_position(accuracy_by_position) -> None:
+    rng = np.random.default_rng(1303)
+    for n, length in [(4, 5), (50, 32), (3, 3), (7, 1)]:
+        labels = rng.integers(0, 10, (n, length))
+        predictions = np.where(rng.random((n, length)) < 0.6, labels, (labels + 1) % 10)
+        call = f"accuracy_by_position(predictions {predictions.shape}, labels {labels.shape})"
+        got = np.asarray(accuracy_by_position(predictions, labels), dtype=float)
+        want = accuracy_by_position_reference(predictions, labels)
+        expect(
+            got.shape == want.shape,
+            f"{call} has shape {got.shape}; one accuracy per position is {want.shape}: average "
+            "over the sequences (axis 0).",
+        )
+        expect(np.allclose(got, want), f"{call} = {got}; expected {want}.")
+
+
+# --------------------------------------------------------------------------- 15.4
+
+#: The length at which exercise 15.4 trains the bi-GRU on the reach task: the first card is at
+#: most 7 positions away, as in the lengths where lesson 12's GRU still succeeded.
+SHORTER_LENGTH = 8
+
+
+@exercise("15.4", "shorter sequences for the bi-GRU")
+def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
+    call = f"gru_reach_accuracy({SHORTER_LENGTH})"
+    got = gru_reach_accuracy(SHORTER_LENGTH)
+    expect(
+        np.ndim(got) == 0 and 0.0 <= float(got) <= 1.0,
+        f"{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
+    )
+    expect(
+        float(got) > 0.8,
+        f"{call} = {float(got):.2f}: with the first card at most {SHORTER_LENGTH - 1} positions "
+        "away, the bi-GRU should find it within the lesson's budget. Did you train it on "
+        f'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
+        "on a test set of the same length?",
+    )
