@@ -59,6 +59,7 @@ from . import triton as attn_triton
 
 __all__ = [
     "REPEATS_AT_MOST",
+    "peak_of",
     "seconds_of",
     "median_seconds",
     "band_call",
@@ -311,26 +312,35 @@ def peak_bytes_by_length(kind: str, lengths, device: torch.device) -> list[int]:
 
 
 def _measure_peak(kind: str, length: int, device: torch.device) -> int:
-    """Bytes the call adds at its peak: on CUDA the allocator's peak; on the CPU (Linux)
-    the resident set's high-water mark, reset just before the call, minus the size before it
-    (the inputs are allocated before that baseline)."""
-    # Warm up on a short sequence: one-time set-up (thread pools, kernels) is not the call's,
-    # but buffers of the measured size must not be cached and reused either.
+    """Bytes the call adds at its peak (``peak_of``), after a warm-up on a short sequence:
+    one-time set-up (thread pools, kernels) is not the call's, but buffers of the measured size
+    must not be cached and reused either."""
     make_call = band_call if kind in ("dense", "truncated") else one_head_call
     make_call(kind, min(length, 128), device)()
-    call = make_call(kind, length, device)
+    return peak_of(make_call(kind, length, device), device)[1]
+
+
+def peak_of(call: Callable[[], object], device: torch.device) -> tuple[object, int]:
+    """``(call(), bytes)``: what ``call`` returns and the memory it adds at its peak. On CUDA
+    the allocator's peak; on the CPU (Linux) the resident set's high-water mark, reset just
+    before the call, minus the size before it (so inputs made before are not counted).
+
+    >>> result, added = peak_of(lambda: torch.ones(1), torch.device("cpu"))
+    >>> result.tolist(), added >= 0
+    ([1.0], True)
+    """
     if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        call()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - base
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        result = call()
+        torch.cuda.synchronize(device)
+        return result, torch.cuda.max_memory_allocated(device) - base
     base = _status_bytes("VmRSS")
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # reset the high-water mark (VmHWM) to the current size
-    call()
-    return _status_bytes("VmHWM") - base
+    result = call()
+    return result, _status_bytes("VmHWM") - base
 
 
 def _status_bytes(field: str) -> int:
@@ -543,16 +553,6 @@ def triton_skip_reason(device: torch.device) -> str | None:
     return "TRITON_INTERPRET=1: the interpreter is not timed" if interpreting else None
 
 
-def cuda_peak_bytes(call: Callable[[], object]) -> int:
-    """Bytes that ``call()`` adds at its peak on the current GPU (the allocator's peak)."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    call()
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - base
-
-
 def triton_calls(length: int, device: torch.device) -> dict[str, Callable[[], object]]:
     """The four calls that the Triton rows time, each a function of no arguments on random
     float16 q, k and v ``(1, 8, length, 64)`` made once on ``device``: "triton" and "sdpa"
@@ -601,7 +601,7 @@ def triton_table(lengths, repeats: int, device: torch.device, least: float = 0.0
         training = {name: calls[f"{name}+backward"] for name in ("triton", "sdpa")}
         fwd = median_seconds(forward, repeats, device, least=least)
         both = median_seconds(training, repeats, device, least=least)
-        peaks = {name: cuda_peak_bytes(call) for name, call in training.items()}
+        peaks = {name: peak_of(call, device)[1] for name, call in training.items()}
         lines.append(
             f"  {length:>6}{fwd['triton'] * 1e3:>10.2f}{fwd['sdpa'] * 1e3:>10.2f}"
             f"{fwd['triton'] / fwd['sdpa']:>7.2f}"

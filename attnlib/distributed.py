@@ -94,7 +94,7 @@ import torch.distributed as dist
 import torch.multiprocessing as multiprocessing
 from torch.autograd.function import once_differentiable
 
-from . import _checks
+from . import _checks, bench
 from . import torch as attn
 from ._torch_tiled import LOG2_E, OnlineSoftmax, working_dtype
 
@@ -864,24 +864,13 @@ def dense_reference(q, k, v, upstream, causal: bool) -> list[torch.Tensor]:
 
 
 def peak_memory_bytes(call: Callable[[], object], device: torch.device):
-    """``(call(), bytes)``: what ``call`` returns and the memory it added at its peak. On CUDA
-    the allocator's peak; on a Linux CPU the growth of the resident set's high-water mark (the
-    C library is first told to return freed blocks of 64 KiB or more to the system, so that
-    the figure is the call's own); elsewhere None."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        result = call()
-        torch.cuda.synchronize(device)
-        return result, torch.cuda.max_memory_allocated(device) - base
-    if not _return_freed_blocks():
+    """``(call(), bytes)``: what ``call`` returns and the memory it added at its peak
+    (``attnlib.bench.peak_of``). On a Linux CPU the C library is first told to return freed
+    blocks of 64 KiB or more to the system, so that the figure is the call's own; on a CPU
+    where that cannot be done, None."""
+    if device.type != "cuda" and not _return_freed_blocks():
         return call(), None
-    base = _status_bytes("VmRSS")
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")  # reset the high-water mark (VmHWM) to the current size
-    result = call()
-    return result, _status_bytes("VmHWM") - base
+    return bench.peak_of(call, device)
 
 
 def _return_freed_blocks() -> bool:
@@ -895,15 +884,6 @@ def _return_freed_blocks() -> bool:
         return bool(ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 65536))
     except (AttributeError, OSError):  # not glibc (musl has no mallopt)
         return False
-
-
-def _status_bytes(name: str) -> int:
-    """A size from ``/proc/self/status`` (Linux), in bytes."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(name + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {name} in /proc/self/status")
 
 
 # --------------------------------------------------------------------------- the command

@@ -33,6 +33,14 @@ EXACT = {"rtol": 1e-10, "atol": 1e-10}  # float64 on both devices
 FLOAT32 = {"rtol": 2e-5, "atol": 2e-5}
 
 
+def output_and_gradient_errors(got, grads, expected, expected_grads) -> dict[str, float]:
+    """``relative_error`` of an output and of the gradients of q, k and v, by name."""
+    errors = {"output": relative_error(got, expected)}
+    for name, g, e in zip("qkv", grads, expected_grads):
+        errors[f"gradient of {name}"] = relative_error(g, e)
+    return errors
+
+
 def on_cuda(*tensors):
     """Copies on the GPU that keep their ``requires_grad``."""
     return [
@@ -114,9 +122,7 @@ def test_half_precision_on_cuda_stays_within_rounding(kind, dtype, tolerance):
     expected = atorch.attention(*exact, mask)[0]
     expected_grads = torch.autograd.grad(expected, exact, upstream.double())
     assert got.dtype == dtype and all(g.dtype == dtype for g in grads)
-    errors = {"output": relative_error(got, expected)}
-    for name, g, e in zip("qkv", grads, expected_grads):
-        errors[f"gradient of {name}"] = relative_error(g, e)
+    errors = output_and_gradient_errors(got, grads, expected, expected_grads)
     assert max(errors.values()) < tolerance, errors
 
 
@@ -316,9 +322,7 @@ def test_flash_attention_half_precision_on_cuda_stays_within_rounding(d, causal,
     expected = atorch.attention(*exact, mask)[0]
     expected_grads = torch.autograd.grad(expected, exact, upstream.double())
     assert got.dtype == dtype and all(g.dtype == dtype for g in grads)
-    errors = {"output": relative_error(got, expected)}
-    for name, g, e in zip("qkv", grads, expected_grads):
-        errors[f"gradient of {name}"] = relative_error(g, e)
+    errors = output_and_gradient_errors(got, grads, expected, expected_grads)
     assert max(errors.values()) < tolerance, errors
 
 
