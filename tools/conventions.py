@@ -55,8 +55,8 @@ _NOT_PROSE = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]*`|<[^>]+>|\]\([^)]*\)|
 
 
 def prose_words(notebook: dict) -> int:
-    """Words of prose in a notebook's Markdown cells: math, code spans, tags and link targets
-    left out, so that ``$QK^T$`` or a URL is not counted as words.
+    """Words of prose in a notebook's Markdown cells and figure captions: math, code spans,
+    tags and link targets left out, so that ``$QK^T$`` or a URL is not counted as words.
 
     >>> prose_words({"cells": [{"cell_type": "markdown", "source": "Scores $s = q k^T$ are `x`."}]})
     2
@@ -65,7 +65,9 @@ def prose_words(notebook: dict) -> int:
     for cell in notebook["cells"]:
         if cell["cell_type"] == "markdown":
             source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            words += len(re.findall(r"[^\W\d_][\w'’-]*", _NOT_PROSE.sub(" ", source)))
+        else:  # a figure's caption (cell metadata mystnb.figure.caption) is read as prose too
+            source = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
+        words += len(re.findall(r"[^\W\d_][\w'’-]*", _NOT_PROSE.sub(" ", source)))
     return words
 
 

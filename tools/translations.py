@@ -21,10 +21,15 @@ differs from what ``generate`` writes.
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
+import string
 import subprocess
 import sys
+import tokenize
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +157,247 @@ def extract() -> None:
         for entry in catalog.obsolete_entries():
             catalog.remove(entry)
         autofill(catalog)
+        set_header(catalog, page)
         catalog.save(str(catalog_path(page)))
+    for name, messages in own_catalogs().items():
+        update_catalog(name, messages)
+    share_translations(
+        [code_catalog(page) for page in toc_entries() if page.startswith("lessons/")]
+    )
+
+
+def share_translations(names: list[str]) -> None:
+    """Fill a message untranslated in one catalog from another that translates it (the
+    comments of the setup cell, the same in every lesson)."""
+    catalogs = {name: polib.pofile(str(catalog_path(name)), wrapwidth=0) for name in names}
+    known = {e.msgid: e.msgstr for c in catalogs.values() for e in c if e.msgstr and not e.fuzzy}
+    for name, catalog in catalogs.items():
+        missing = [e for e in catalog if not e.msgstr and e.msgid in known]
+        for entry in missing:
+            entry.msgstr = known[entry.msgid]
+        if missing:
+            catalog.save(str(catalog_path(name)))
+
+
+# ----------------------------------------------------------------------------- code comments
+#
+# The comments of the lessons' code cells are messages too, one catalog per lesson:
+# ``code/lessons/<page>.po``. A block of full-line comments is one message (its lines joined
+# by newlines, so the translation may break its lines anew); a comment after code is one
+# message of one line. The Chinese notebook is the English one with its comments replaced:
+# the same program, as ``tests/test_translations.py`` proves with the syntax trees.
+
+PRAGMA = re.compile(r"^\s*(noqa|type:|fmt:|pragma|pylint)")
+COLAB_TITLE = "@title "
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A comment of a code cell: its message, and where it stands (0-based lines)."""
+
+    msgid: str
+    first: int  # the first line
+    last: int  # the last line (a block of full-line comments spans several)
+    column: int
+    full_line: bool
+
+
+def cell_comments(source: str) -> list[Comment]:
+    """The comments of one code cell, full-line comments on adjacent lines in one block."""
+    lines = source.splitlines()
+    comments: list[Comment] = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type != tokenize.COMMENT:
+            continue
+        text = token.string[1:].removeprefix(" ").rstrip()
+        if not text.strip() or PRAGMA.match(text):
+            continue
+        row, column = token.start[0] - 1, token.start[1]
+        full_line = not lines[row][:column].strip()
+        previous = comments[-1] if comments else None
+        title = text.startswith(COLAB_TITLE)
+        if (
+            full_line
+            and not title
+            and previous is not None
+            and previous.full_line
+            and previous.last == row - 1
+            and previous.column == column
+            and not previous.msgid.startswith(COLAB_TITLE)
+        ):
+            comments[-1] = Comment(previous.msgid + "\n" + text, previous.first, row, column, True)
+        else:
+            comments.append(Comment(text, row, row, column, full_line))
+    return comments
+
+
+def comment_message(comment: Comment) -> str:
+    """The catalog's message for a comment: its text, without a Colab form's ``@title``."""
+    return comment.msgid.removeprefix(COLAB_TITLE)
+
+
+def translated_code(source: str, translations: dict[str, str]) -> str:
+    """A code cell with every comment in Chinese (and nothing else changed)."""
+    lines = source.splitlines(keepends=True)
+    for comment in reversed(cell_comments(source)):
+        chinese = translations[comment_message(comment)]
+        if comment.msgid.startswith(COLAB_TITLE):
+            chinese = COLAB_TITLE + chinese
+        line = lines[comment.last]
+        ending = line[len(line.rstrip("\r\n")) :]
+        if comment.full_line:
+            indent = " " * comment.column
+            block = [f"{indent}# {text}".rstrip() + "\n" for text in chinese.split("\n")]
+            block[-1] = block[-1].rstrip("\n") + ending
+            lines[comment.first : comment.last + 1] = block
+        else:
+            code = line[: comment.column]
+            lines[comment.last] = f"{code}# {chinese}{ending}"
+    return "".join(lines)
+
+
+def code_catalog(page: str) -> str:
+    """The name of a lesson's catalog of code comments: ``code/lessons/<name>``."""
+    return f"code/{page}"
+
+
+def comment_messages(page: str) -> dict[str, list[tuple[str, int]]]:
+    """{message: [(file, line)]} of every comment of a lesson's code cells, in order."""
+    notebook = json.loads(source_path(page).read_text(encoding="utf-8"))
+    messages: dict[str, list[tuple[str, int]]] = {}
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        for comment in cell_comments("".join(cell["source"])):
+            line = (index + 1) * CELL_LINES + comment.first + 1
+            messages.setdefault(comment_message(comment), []).append((f"{page}.ipynb", line))
+    return messages
+
+
+# ----------------------------------------------------------------------------- checkers' messages
+#
+# Everything attnlib's exercise checkers say is written as an English template in the call
+# that says it: ``expect(ok, "template", **values)``, ``phrase("template")``,
+# ``Message("template", ...)`` and ``@exercise(id, "title")``. One catalog per checker module,
+# ``exercises/<module>.po``; ``generate`` compiles them all into the package's
+# ``attnlib/locale/zh_CN/LC_MESSAGES/attnlib.mo``, which ``attnlib.exercises`` reads.
+
+EXERCISES = ROOT / "attnlib" / "exercises"
+PACKAGE_CATALOG = ROOT / "attnlib" / "locale" / LANGUAGE / "LC_MESSAGES" / "attnlib.mo"
+#: The callables whose argument is a message, and which argument it is.
+MESSAGE_ARGUMENT = {"expect": 1, "exercise": 1, "phrase": 0, "Message": 0}
+
+
+def exercise_modules() -> list[Path]:
+    return sorted(EXERCISES.glob("*.py"))
+
+
+def exercise_catalog(module: Path) -> str:
+    """``attnlib/exercises/lesson02.py`` -> ``exercises/lesson02``."""
+    return f"exercises/{module.stem.replace('__init__', 'common')}"
+
+
+def message_calls(module: Path) -> list[tuple[ast.Call, ast.expr]]:
+    """Every call of ``MESSAGE_ARGUMENT`` in a module, with its message argument."""
+    calls = []
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            position = MESSAGE_ARGUMENT.get(name)
+            if position is not None and len(node.args) > position:
+                calls.append((node, node.args[position]))
+    return calls
+
+
+def checker_messages(module: Path) -> dict[str, list[tuple[str, int]]]:
+    """{message: [(file, line)]} of a checker module; a message that is not written out
+    as a string raises (the catalog could not hold it)."""
+    messages: dict[str, list[tuple[str, int]]] = {}
+    relative = str(module.relative_to(ROOT))
+    for call, argument in message_calls(module):
+        if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
+            if module.name == "__init__.py":
+                continue  # the machinery passes on the messages written in the checkers
+            raise Untranslatable(
+                f"{relative}:{call.lineno}: a message must be written out as a string "
+                f"(a template with named values), not {ast.unparse(argument)[:60]!r}"
+            )
+        messages.setdefault(argument.value, []).append((relative, call.lineno))
+    return messages
+
+
+def own_catalogs() -> dict[str, dict[str, list[tuple[str, int]]]]:
+    """The catalogs this tool keeps itself (not Sphinx): {name: {message: occurrences}}."""
+    catalogs = {}
+    for page in toc_entries():
+        if source_path(page).suffix == ".ipynb":
+            catalogs[code_catalog(page)] = comment_messages(page)
+    for module in exercise_modules():
+        catalogs[exercise_catalog(module)] = checker_messages(module)
+    return catalogs
+
+
+def all_catalogs() -> list[str]:
+    """Every catalog: the pages' (from Sphinx), then the code comments' and the checkers'."""
+    return list(toc_entries()) + list(own_catalogs())
+
+
+def update_catalog(name: str, messages: dict[str, list[tuple[str, int]]]) -> None:
+    """Make catalog ``name`` hold exactly ``messages``: translations of the ones it has are
+    kept, new ones come empty (or filled, when there is nothing to translate)."""
+    path = catalog_path(name)
+    old = polib.pofile(str(path), wrapwidth=0) if path.is_file() else polib.POFile(wrapwidth=0)
+    kept = {entry.msgid: entry for entry in old if not entry.obsolete}
+    catalog = polib.POFile(wrapwidth=0)
+    set_header(catalog, name)
+    for msgid, where in messages.items():
+        entry = kept.get(msgid) or polib.POEntry(msgid=msgid, msgstr="")
+        entry.occurrences = where
+        if name.startswith("exercises/") and "{" in msgid:
+            entry.flags = sorted(set(entry.flags) | {"python-brace-format"})
+        catalog.append(entry)
+    autofill(catalog)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    catalog.save(str(path))
+
+
+def set_header(catalog: polib.POFile, name: str) -> None:
+    """Give a catalog its header: what it translates, for whom, in which language."""
+    catalog.header = f"Chinese (zh_CN) translation of {name}, Self-Attention, Step by Step."
+    catalog.metadata = catalog_metadata(name)
+    catalog.metadata_is_fuzzy = False
+
+
+def catalog_metadata(name: str) -> dict[str, str]:
+    """The header of every catalog: what it is, in which language."""
+    return {
+        "Project-Id-Version": f"Self-Attention, Step by Step: {name}",
+        "Language": LANGUAGE,
+        "Language-Team": "the book's authors",
+        "MIME-Version": "1.0",
+        "Content-Type": "text/plain; charset=utf-8",
+        "Content-Transfer-Encoding": "8bit",
+        "Plural-Forms": "nplurals=1; plural=0;",
+    }
+
+
+def compiled_catalog() -> polib.MOFile:
+    """The checkers' catalogs as one compiled catalog (what the package reads)."""
+    compiled = polib.MOFile()
+    compiled.metadata = catalog_metadata("attnlib")
+    for module in exercise_modules():
+        for msgid, msgstr in load_translations(exercise_catalog(module), normalise=False).items():
+            compiled.append(polib.MOEntry(msgid=msgid, msgstr=msgstr))
+    return compiled
+
+
+def placeholders(template: str) -> Counter:
+    """The named fields of a template: ``"{n} rows of {d:.2f}"`` -> {n, d:.2f}."""
+    return Counter(
+        f"{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}"
+        for _, name, spec, conversion in string.Formatter().parse(template)
+        if name is not None
+    )
 
 
 # ----------------------------------------------------------------------------- glossary
@@ -266,6 +511,10 @@ def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list
             problems.append(Problem(page, entry.msgid, "fuzzy: the English changed"))
         for lost in preserved(entry.msgid, entry.msgstr):
             problems.append(Problem(page, entry.msgid, f"lost {lost}"))
+        if page.startswith("exercises/") and placeholders(entry.msgstr) != placeholders(
+            entry.msgid
+        ):
+            problems.append(Problem(page, entry.msgid, "lost a {placeholder} of the template"))
         if is_term_cell(entry.msgid, terms) or is_chinese(entry.msgid):
             continue  # a term cell of a key-terms table: kept in English
         for english, chinese, pattern in patterns:
@@ -275,15 +524,16 @@ def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list
     return problems
 
 
-def check(pages: list[str] | None = None) -> list[Problem]:
+def check(catalogs: list[str] | None = None) -> list[Problem]:
+    """The problems of the named catalogs (all of them by default)."""
     pairs = glossary_pairs()
-    return [p for page in (pages or toc_entries()) for p in check_catalog(page, pairs)]
+    return [p for name in (catalogs or all_catalogs()) for p in check_catalog(name, pairs)]
 
 
 def stats() -> dict[str, int]:
     """Messages and English words in the catalogs, and how many are translated."""
     total = {"messages": 0, "translated": 0, "words": 0, "words translated": 0}
-    for page in toc_entries():
+    for page in all_catalogs():
         for entry in polib.pofile(str(catalog_path(page))):
             if entry.obsolete:
                 continue
@@ -382,15 +632,17 @@ def translate_text(
     return "".join(pieces) + text[cursor:]
 
 
-def load_translations(page: str) -> dict[str, str]:
-    """msgid -> msgstr of one catalog; raises when a message is untranslated or fuzzy."""
+def load_translations(page: str, normalise: bool = True) -> dict[str, str]:
+    """msgid -> msgstr of one catalog (its whitespace normalised, unless ``normalise`` is
+    false); raises when a message is untranslated or fuzzy."""
     catalog = polib.pofile(str(catalog_path(page)))
     missing = [e.msgid for e in catalog if not e.obsolete and (not e.msgstr or e.fuzzy)]
     if missing:
         raise Untranslatable(
             f"{page}: {len(missing)} messages untranslated or fuzzy, e.g. {missing[0][:80]!r}"
         )
-    return {" ".join(e.msgid.split()): e.msgstr for e in catalog if not e.obsolete}
+    key = (lambda msgid: " ".join(msgid.split())) if normalise else (lambda msgid: msgid)
+    return {key(e.msgid): e.msgstr for e in catalog if not e.obsolete}
 
 
 def occurrences(template: polib.POFile) -> dict[int, list[tuple[str, int]]]:
@@ -406,19 +658,84 @@ def occurrences(template: polib.POFile) -> dict[int, list[tuple[str, int]]]:
     return where
 
 
+#: The one line of code that differs between the editions: the checkers' language.
+LANGUAGE_SETTING = {"en": 'set_language("en")', LANGUAGE: f'set_language("{LANGUAGE}")'}
+#: A checker's result as a notebook shows it (attnlib.exercises.ExerciseResult.render).
+CHECKER_LINE = re.compile(
+    r"^(?P<mark>[✓✗·]) Exercise (?P<id>\d\d\.\d+) \(.*\): (?P<status>correct|not attempted|wrong)"
+)
+
+
+def checker_line(line: str) -> str:
+    """A checker's line of an English output, as the Chinese notebook shows it."""
+    from attnlib.exercises import NOT_ATTEMPTED, REGISTRY, ExerciseResult
+
+    match = CHECKER_LINE.match(line)
+    if match is None:
+        return line
+    status = match["status"]
+    hint = {"not attempted": NOT_ATTEMPTED, "correct": None}.get(status, "unknown")
+    if hint == "unknown":  # (a wrong answer's hint has values that the line does not keep)
+        raise Untranslatable(f"an output shows a wrong answer: {line[:80]!r}")
+    result = ExerciseResult(REGISTRY[match["id"]], status, hint)
+    if result.render("en") != line:
+        raise Untranslatable(f"a checker's output is out of date: {line[:80]!r}")
+    return result.render(LANGUAGE)
+
+
+def translated_output(output: dict) -> dict:
+    """An output with the checkers' lines in Chinese (everything else as it is)."""
+
+    def lines_of(text):
+        joined = "".join(text) if isinstance(text, list) else text
+        chinese = "\n".join(checker_line(line) for line in joined.split("\n"))
+        return chinese.splitlines(keepends=True) if isinstance(text, list) else chinese
+
+    if output.get("output_type") == "stream":
+        output["text"] = lines_of(output["text"])
+    elif "text/plain" in output.get("data", {}):
+        output["data"]["text/plain"] = lines_of(output["data"]["text/plain"])
+    return output
+
+
+def translate_code_cell(cell: dict, comments: dict[str, str], translations: dict[str, str]):
+    """A code cell in Chinese: its comments, the language setting, the checkers' outputs and
+    the caption of its figure; the program itself stays the same."""
+    source = translated_code("".join(cell["source"]), comments)
+    source = source.replace(LANGUAGE_SETTING["en"], LANGUAGE_SETTING[LANGUAGE])
+    cell["source"] = source.splitlines(keepends=True)
+    cell["outputs"] = [translated_output(output) for output in cell["outputs"]]
+    figure = cell["metadata"].get("mystnb", {}).get("figure", {})
+    if "caption" in figure:
+        caption = " ".join(figure["caption"].split())
+        if caption not in translations:
+            raise Untranslatable(f"no translation of the caption {caption[:60]!r}")
+        figure["caption"] = translations[caption]
+
+
 def translated_notebook(page: str, template: polib.POFile) -> dict:
-    """The Chinese notebook: the English one with every markdown cell translated, and the
-    folded cells' button labels; code, outputs and all other metadata are the same."""
+    """The Chinese notebook: the English one with every markdown cell, every comment, the
+    checkers' outputs, the figures' captions and the folded cells' button labels in Chinese,
+    and the checkers' language set to Chinese; the code is the same program."""
     result = json.loads(source_path(page).read_text(encoding="utf-8"))
     translations = load_translations(page)
+    comments = load_translations(code_catalog(page), normalise=False)
     where = occurrences(template)
+    settings = sum("".join(c["source"]).count(LANGUAGE_SETTING["en"]) for c in result["cells"])
+    if settings != 1:
+        raise Untranslatable(f"{page}: {settings} language settings {LANGUAGE_SETTING['en']}")
     markdown = ["".join(c["source"]) for c in result["cells"] if c["cell_type"] == "markdown"]
     table_cells = frozenset(key for text in markdown for *_, key in table_spans(text, translations))
     for index, cell in enumerate(result["cells"]):
         prompts = cell["metadata"].get("mystnb", {})
         for key, label in prompts.items():
-            prompts[key] = PROMPTS.get(label, label)
-        if cell["cell_type"] != "markdown":
+            if isinstance(label, str):
+                prompts[key] = PROMPTS.get(label, label)
+        if cell["cell_type"] == "code":
+            try:
+                translate_code_cell(cell, comments, translations)
+            except Untranslatable as error:
+                raise Untranslatable(f"{page}, cell {index}: {error}") from None
             continue
         text = "".join(cell["source"])
         try:
@@ -487,9 +804,21 @@ def generated_files(templates: Path | None = None) -> dict[Path, str]:
     return files
 
 
+def write_package_catalog() -> bool:
+    """Compile the checkers' catalogs into the package; True when the file changed."""
+    from attnlib import exercises
+
+    compiled = compiled_catalog()
+    PACKAGE_CATALOG.parent.mkdir(parents=True, exist_ok=True)
+    before = PACKAGE_CATALOG.read_bytes() if PACKAGE_CATALOG.is_file() else b""
+    compiled.save(str(PACKAGE_CATALOG))
+    exercises._catalog.cache_clear()  # render with the catalog just written
+    return PACKAGE_CATALOG.read_bytes() != before
+
+
 def generate() -> list[Path]:
-    """Write ``zh/``; return the files that changed."""
-    changed = []
+    """Write the package's compiled catalog and ``zh/``; return the files that changed."""
+    changed = [PACKAGE_CATALOG] if write_package_catalog() else []
     for path, text in generated_files().items():
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -534,6 +863,17 @@ def main(argv: list[str]) -> int:
         print(json.dumps(todo, ensure_ascii=False, indent=1))
     elif command == "fill":  # fill one page's catalog from a JSON {msgid: msgstr}
         fill(argv[2], json.loads(Path(argv[3]).read_text(encoding="utf-8")))
+    elif command == "code":  # a lesson's code cells as the Chinese notebook will have them
+        catalog = polib.pofile(str(catalog_path(code_catalog(argv[2]))))
+        comments = {e.msgid: e.msgstr or e.msgid for e in catalog}  # English where untranslated
+        notebook = json.loads(source_path(argv[2]).read_text(encoding="utf-8"))
+        for index, cell in enumerate(notebook["cells"]):
+            if cell["cell_type"] == "code":
+                english = "".join(cell["source"])
+                chinese = translated_code(english, comments)
+                if ast.dump(ast.parse(chinese)) != ast.dump(ast.parse(english)):
+                    raise Untranslatable(f"cell {index}: the program changed")
+                print(f"# ---- cell {index}\n{chinese}")
     elif command == "stats":
         print(stats())
     else:

@@ -15,17 +15,94 @@ the hidden solution cells say ``assert check("01.1", one_hot)``, and running the
 a test proves that every solution passes its checker.
 
 Each lesson's checkers live in ``attnlib/exercises/lessonNN.py``, registered with
-``@exercise("NN.k", "title")``.
+``@exercise("NN.k", "title")``. Their hints are templates with named values,
+``expect(ok, "got shape {shape}.", shape=got.shape)``, so that each can be shown in English
+or in Chinese: ``set_language("zh_CN")`` switches the feedback to Chinese, from the gettext
+catalog ``attnlib/locale/zh_CN/LC_MESSAGES/attnlib.mo`` (written by
+``tools/translations.py`` from ``locale/zh_CN/LC_MESSAGES/exercises/*.po``).
 """
 
 from __future__ import annotations
 
+import gettext
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+#: The languages of the checkers' feedback: English (the messages as written) and Chinese.
+LANGUAGES = ("en", "zh_CN")
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+_settings = {"language": "en"}
+
+
+def set_language(language: str) -> None:
+    """Show the checkers' feedback in ``language``: ``"en"`` (the default) or ``"zh_CN"``.
+
+    >>> set_language("zh_CN")  # 练习反馈用中文
+    """
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}; got {language!r}")
+    _settings["language"] = language
+
+
+def language() -> str:
+    """The language chosen with ``set_language`` ("en" unless changed)."""
+    return _settings["language"]
+
+
+@cache
+def _catalog(language: str) -> gettext.NullTranslations:
+    """The compiled catalog of ``language`` (English: the messages as written)."""
+    if language == "en":
+        return gettext.NullTranslations()
+    return gettext.translation("attnlib", LOCALE_DIR, languages=[language], fallback=True)
+
+
+def translate(text: str, language: str | None = None) -> str:
+    """``text`` (an English message as written in a checker) in ``language``.
+
+    >>> translate("correct", "zh_CN")
+    '正确'
+    """
+    return _catalog(language or _settings["language"]).gettext(text)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A checker's message: an English template with named values, shown in any language.
+
+    The template is the catalog's key; the values fill it after translation, and a value
+    that is itself a ``Message`` (a case's label) is translated too::
+
+        Message("got shape {shape}.", {"shape": (2, 3)}).render("zh_CN")  # '得到的形状是 (2, 3)。'
+    """
+
+    template: str
+    values: dict = field(default_factory=dict)
+
+    def render(self, language: str | None = None) -> str:
+        values = {
+            name: value.render(language) if isinstance(value, Message) else value
+            for name, value in self.values.items()
+        }
+        return translate(self.template, language).format(**values)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def phrase(text: str, **values) -> Message:
+    """Mark a phrase for translation where it is written (a case's label that a hint shows)."""
+    return Message(text, values)
 
 
 class ExerciseFailed(AssertionError):
-    """Raised by a checker with a hint for the learner."""
+    """Raised by a checker with a hint for the learner (a ``Message`` or plain text)."""
+
+    def __init__(self, hint: Message | str):
+        self.hint = hint if isinstance(hint, Message) else Message("{text}", {"text": hint})
+        super().__init__(self.hint.render("en"))
 
 
 @dataclass(frozen=True)
@@ -52,21 +129,46 @@ def exercise(exercise_id: str, title: str):
     return register
 
 
+#: Each status's mark and its words, shown in the chosen language.
+STATUS_LINE = {
+    "correct": ("✓", phrase("correct")),
+    "wrong": ("✗", phrase("wrong")),
+    "not attempted": ("·", phrase("not attempted")),
+}
+NOT_ATTEMPTED = Message("Fill in the cell above and run it again.")
+
+
 @dataclass(frozen=True)
 class ExerciseResult:
-    """What ``check`` found: status is "correct", "wrong" or "not attempted"."""
+    """What ``check`` found: status is "correct", "wrong" or "not attempted".
+
+    It shows itself in the language of ``set_language``; ``render(language)`` gives any.
+    """
 
     exercise: Exercise
     status: str
-    message: str = ""
+    hint: Message | None = None
 
     def __bool__(self) -> bool:
         return self.status == "correct"
 
+    @property
+    def message(self) -> str:
+        """The hint in the chosen language ("" when correct)."""
+        return self.hint.render() if self.hint else ""
+
+    def render(self, language: str | None = None) -> str:
+        """One line: ``✗ Exercise 02.1 (attend_one with loops): wrong. <the hint>``."""
+        ex = self.exercise
+        mark, status = STATUS_LINE[self.status]
+        values = {"id": ex.id, "title": phrase(ex.title), "status": status}
+        head = f"{mark} " + Message("Exercise {id} ({title}): {status}", values).render(language)
+        if self.hint is None:
+            return head
+        return Message("{head}. {hint}", {"head": head, "hint": self.hint}).render(language)
+
     def __repr__(self) -> str:
-        mark = {"correct": "✓", "wrong": "✗", "not attempted": "·"}[self.status]
-        head = f"{mark} Exercise {self.exercise.id} ({self.exercise.title}): {self.status}"
-        return f"{head}. {self.message}" if self.message else head
+        return self.render()
 
     __str__ = __repr__
 
@@ -78,22 +180,29 @@ def check(exercise_id: str, answer) -> ExerciseResult:
         raise KeyError(f"no exercise {exercise_id!r}; known exercises: {known}")
     ex = REGISTRY[exercise_id]
     if answer is None:
-        return ExerciseResult(ex, "not attempted", "Fill in the cell above and run it again.")
+        return ExerciseResult(ex, "not attempted", NOT_ATTEMPTED)
     try:
         ex.checker(answer)
     except NotImplementedError:
-        return ExerciseResult(ex, "not attempted", "Fill in the cell above and run it again.")
+        return ExerciseResult(ex, "not attempted", NOT_ATTEMPTED)
     except ExerciseFailed as failure:
-        return ExerciseResult(ex, "wrong", str(failure))
+        return ExerciseResult(ex, "wrong", failure.hint)
     except Exception as error:  # the learner's code raised: report it, don't crash the lesson
-        return ExerciseResult(ex, "wrong", f"Your code raised {type(error).__name__}: {error}")
+        raised = {"error": type(error).__name__, "text": str(error)}
+        return ExerciseResult(ex, "wrong", Message("Your code raised {error}: {text}", raised))
     return ExerciseResult(ex, "correct")
 
 
-def expect(condition: bool, hint: str) -> None:
-    """Inside a checker: fail with ``hint`` unless ``condition`` holds."""
+def expect(condition: bool, hint: str, /, **values) -> None:
+    """Inside a checker: fail with ``hint`` unless ``condition`` holds.
+
+    ``hint`` is an English template, written out where it is used so that the catalog holds
+    it; ``values`` fill its ``{names}`` after translation::
+
+        expect(got.shape == (3,), "should be 3 weights; got shape {shape}.", shape=got.shape)
+    """
     if not condition:
-        raise ExerciseFailed(hint)
+        raise ExerciseFailed(Message(hint, values))
 
 
 # The lessons' checkers register themselves on import.

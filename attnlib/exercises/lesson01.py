@@ -21,19 +21,30 @@ def _check_one_hot(one_hot) -> None:
     for word, vocab in cases:
         v = np.asarray(one_hot(word, vocab))
         call = f"one_hot({word!r}, <vocabulary of {len(vocab)} words>)"
-        expect(v.shape == (len(vocab),), f"{call} has shape {v.shape}; expected ({len(vocab)},).")
+        expect(
+            v.shape == (len(vocab),),
+            "{call} has shape {v_shape}; expected ({len_vocab},).",
+            call=call,
+            v_shape=v.shape,
+            len_vocab=len(vocab),
+        )
         expect(
             np.issubdtype(v.dtype, np.floating),
-            f"{call} has dtype {v.dtype}; return a float array (np.zeros makes one).",
+            "{call} has dtype {v_dtype}; return a float array (np.zeros makes one).",
+            call=call,
+            v_dtype=v.dtype,
         )
         where = list(vocab).index(word)
         expect(
             v[where] == 1.0,
-            f"{call}: the 1 belongs at position {where}, the word's index in the vocabulary.",
+            "{call}: the 1 belongs at position {where}, the word's index in the vocabulary.",
+            call=call,
+            where=where,
         )
         expect(
             np.count_nonzero(v) == 1 and v.sum() == 1.0,
-            f"{call} should have exactly one 1 and zeros everywhere else.",
+            "{call} should have exactly one 1 and zeros everywhere else.",
+            call=call,
         )
 
 
@@ -60,7 +71,8 @@ def _check_cosine_similarity(cosine_similarity) -> None:
         got = cosine_similarity(a, b)
         expect(
             np.ndim(got) == 0,
-            f"cosine_similarity should return one number; got shape {np.shape(got)}.",
+            "cosine_similarity should return one number; got shape {np_shape_got}.",
+            np_shape_got=np.shape(got),
         )
         want = _cosine(a, b)
         if not np.isclose(float(got), want, atol=1e-9):
@@ -70,8 +82,13 @@ def _check_cosine_similarity(cosine_similarity) -> None:
                 hint = "compute a·b / (‖a‖ ‖b‖)."
             expect(
                 False,
-                f"for a={np.round(a, 3)}, b={np.round(b, 3)} you returned {float(got):.4f}, "
-                f"expected {want:.4f}; {hint}",
+                "for a={np_round_a_3}, b={np_round_b_3} you returned {float_got:.4f}, "
+                "expected {want:.4f}; {hint}",
+                np_round_a_3=np.round(a, 3),
+                np_round_b_3=np.round(b, 3),
+                float_got=float(got),
+                want=want,
+                hint=hint,
             )
     a = rng.normal(size=6)
     expect(
@@ -109,19 +126,29 @@ def _check_count_segments(count_segments) -> None:
         got = count_segments(window_ms, hop_ms)
         expect(
             isinstance(got, tuple) and len(got) == 2,
-            f"{call} returned {got!r}; return the pair (number of frames, number of segments).",
+            "{call} returned {got!r}; return the pair (number of frames, number of segments).",
+            call=call,
+            got=got,
         )
         frames, segments = frames_and_segments(window_ms, hop_ms)
         expect(
             got[0] == frames,
-            f"{call} counts {got[0]} frames; data.frame_signal(signal, sample_rate, "
-            f"{window_ms}, {hop_ms}) cuts {frames}. Pass the window and hop through.",
+            "{call} counts {got_0} frames; data.frame_signal(signal, sample_rate, "
+            "{window_ms}, {hop_ms}) cuts {frames}. Pass the window and hop through.",
+            call=call,
+            got_0=got[0],
+            window_ms=window_ms,
+            hop_ms=hop_ms,
+            frames=frames,
         )
         expect(
             got[1] == segments,
-            f"{call} finds {got[1]} voiced segments, but the rule finds {segments}: label a "
+            "{call} finds {got_1} voiced segments, but the rule finds {segments}: label a "
             "frame voiced when (frames**2).mean(axis=1) > 0.1 / 400 (the mean, not the sum: "
             "a longer window holds more samples), then count the runs of voiced frames.",
+            call=call,
+            got_1=got[1],
+            segments=segments,
         )
 
 
@@ -150,21 +177,32 @@ _CANONICAL = {
 
 @exercise("01.4", "which kind of output?")
 def _check_task_types(answer) -> None:
-    expect(isinstance(answer, dict), f"the answer should be a dict; got {type(answer).__name__}.")
+    expect(
+        isinstance(answer, dict),
+        "the answer should be a dict; got {type_answer_name}.",
+        type_answer_name=type(answer).__name__,
+    )
     if all(value is None for value in answer.values()):
         raise NotImplementedError
     for task in TASK_TYPES:
-        expect(task in answer, f"the dict has no entry for {task!r}; keep all the given keys.")
+        expect(
+            task in answer,
+            "the dict has no entry for {task!r}; keep all the given keys.",
+            task=task,
+        )
     for task, right in TASK_TYPES.items():
         given = answer[task]
-        expect(given is not None, f"you have not classified {task!r} yet.")
+        expect(given is not None, "you have not classified {task!r} yet.", task=task)
         kind = _CANONICAL.get(str(given).strip().lower())
         expect(
             kind is not None,
-            f"{task!r}: {given!r} is not one of the three kinds; write 'N→N', 'N→1' or 'seq2seq'.",
+            "{task!r}: {given!r} is not one of the three kinds; write 'N→N', 'N→1' or 'seq2seq'.",
+            task=task,
+            given=given,
         )
         expect(
             kind == right,
-            f"look again at {task!r}: is there one output per input vector, one output for "
+            "look again at {task!r}: is there one output per input vector, one output for "
             "the whole input, or an output whose length the model decides?",
+            task=task,
         )

@@ -31,14 +31,19 @@ def _check_attend_one(attend_one) -> None:
             got = np.asarray(attend_one(x.copy(), i), dtype=float)
             expect(
                 got.shape == (x.shape[1],),
-                f"attend_one(x, {i}) should return one vector of length d = {x.shape[1]}; "
-                f"got shape {got.shape}.",
+                "attend_one(x, {i}) should return one vector of length d = {x_shape_1}; "
+                "got shape {got_shape}.",
+                i=i,
+                x_shape_1=x.shape[1],
+                got_shape=got.shape,
             )
             expect(
                 np.allclose(got, expected[i], atol=1e-8),
-                f"attend_one(x, {i}) is off for x of shape {x.shape}. Check the three steps: "
+                "attend_one(x, {i}) is off for x of shape {x_shape}. Check the three steps: "
                 "scores s_j = x_i · x_j (no scaling), weights = softmax of all L scores "
                 "(they sum to 1), output = sum_j w_j x_j.",
+                i=i,
+                x_shape=x.shape,
             )
 
 
@@ -54,7 +59,9 @@ def _check_attend_all(attend_all) -> None:
         expected_out, expected_w = _reference(x)
         expect(
             weights.shape == expected_w.shape,
-            f"weights should have shape (L, L) = {expected_w.shape}; got {weights.shape}.",
+            "weights should have shape (L, L) = {expected_w_shape}; got {weights_shape}.",
+            expected_w_shape=expected_w.shape,
+            weights_shape=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=1), 1.0),
@@ -82,21 +89,33 @@ def _check_king_weights(king_weights) -> None:
     for scale in (0.0, 1.0, 2.0, 5.0, 10.0, 16.0, 0.5):
         got = np.asarray(king_weights(scale), dtype=float)
         call = f"king_weights({scale})"
-        expect(got.shape == (3,), f"{call} should be king's 3 weights; got shape {got.shape}.")
         expect(
-            np.isclose(got.sum(), 1.0), f"{call} sums to {got.sum():.3f}; a softmax row sums to 1."
+            got.shape == (3,),
+            "{call} should be king's 3 weights; got shape {got_shape}.",
+            call=call,
+            got_shape=got.shape,
+        )
+        expect(
+            np.isclose(got.sum(), 1.0),
+            "{call} sums to {got_sum:.3f}; a softmax row sums to 1.",
+            call=call,
+            got_sum=got.sum(),
         )
         want = _king_row(scale)
         if scale not in (0.0, 1.0):
             expect(
                 not np.allclose(got, _king_row(np.sqrt(scale)), atol=1e-9),
-                f"{call} is the row for scores × {scale}: scaling both vectors by {scale} "
-                f"multiplies each dot product by {scale} × {scale}.",
+                "{call} is the row for scores × {scale}: scaling both vectors by {scale} "
+                "multiplies each dot product by {scale} × {scale}.",
+                call=call,
+                scale=scale,
             )
         expect(
             np.allclose(got, want, atol=1e-9),
-            f"{call} is off: scale king, queen and dog by {scale}, take the dot products of "
+            "{call} is off: scale king, queen and dog by {scale}, take the dot products of "
             "king with all three, then the softmax of that row.",
+            call=call,
+            scale=scale,
         )
 
 
@@ -122,11 +141,14 @@ def _check_equivariance(is_permutation_equivariant) -> None:
         got = is_permutation_equivariant(f, x.copy(), perm.copy())
         expect(
             isinstance(got, (bool, np.bool_)),
-            f"Return True or False (a bool); got {type(got).__name__}.",
+            "Return True or False (a bool); got {type_got_name}.",
+            type_got_name=type(got).__name__,
         )
         expect(
             bool(got) == truth,
-            f"For f = {name} the answer should be {truth}. Equivariance means "
+            "For f = {name} the answer should be {truth}. Equivariance means "
             "f(x[perm]) equals f(x)[perm] (compare with np.allclose): permuting the input "
             "permutes the output in the same way.",
+            name=name,
+            truth=truth,
         )

@@ -25,7 +25,10 @@ def _pair(result, name: str, first: str, second: str):
     """The two arrays of a returned pair, or a failed check naming what was expected."""
     expect(
         isinstance(result, tuple) and len(result) == 2,
-        f"{name} should return a pair ({first}, {second}).",
+        "{name} should return a pair ({first}, {second}).",
+        name=name,
+        first=first,
+        second=second,
     )
     return tuple(np.asarray(r, dtype=float) for r in result)
 
@@ -49,8 +52,11 @@ def _check_self_attention(self_attention) -> None:
         shapes = f"x {x.shape}, w_q {w_q.shape}, w_v {w_v.shape}"
         expect(
             weights.shape == (length, length),
-            f"With {shapes} the weights should have shape (L, L) = {(length, length)}; "
-            f"got {weights.shape}.",
+            "With {shapes} the weights should have shape (L, L) = {length_length}; "
+            "got {weights_shape}.",
+            shapes=shapes,
+            length_length=(length, length),
+            weights_shape=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=1), 1.0),
@@ -82,8 +88,11 @@ def _check_self_attention(self_attention) -> None:
             )
         expect(
             output.shape == (length, d_v),
-            f"The output should have one row of width d_v = {d_v} per token: shape "
-            f"{(length, d_v)}; got {output.shape}. Mix the values V = x @ w_v, not x.",
+            "The output should have one row of width d_v = {d_v} per token: shape "
+            "{length_d_v}; got {output_shape}. Mix the values V = x @ w_v, not x.",
+            d_v=d_v,
+            length_d_v=(length, d_v),
+            output_shape=output.shape,
         )
         expect(
             np.allclose(output, expected_out, atol=1e-8),
@@ -110,29 +119,39 @@ def _check_num_parameters(num_parameters) -> None:
         call = f"num_parameters(d_model={d_model}, d_k={d_k}, d_v={d_v})"
         expect(
             isinstance(got, (int, np.integer)),
-            f"{call} should return a whole number (an int); got {type(got).__name__}.",
+            "{call} should return a whole number (an int); got {type_got_name}.",
+            call=call,
+            type_got_name=type(got).__name__,
         )
         got = int(got)
         if got == _true_count(d_model, d_k, d_v):
             continue  # right; the hints below are for wrong counts only
         expect(
             got != 3 * d_model * d_model or d_k == d_v == d_model,
-            f"{call} = {got}: the three matrices are not square here. W_q and W_k are "
+            "{call} = {got}: the three matrices are not square here. W_q and W_k are "
             "(d_model, d_k), W_v is (d_model, d_v).",
+            call=call,
+            got=got,
         )
         expect(
             got != 3 * d_model * d_k or d_k == d_v,
-            f"{call} = {got}: W_v has d_v columns, not d_k.",
+            "{call} = {got}: W_v has d_v columns, not d_k.",
+            call=call,
+            got=got,
         )
         expect(
             got != d_model * (d_k + d_v),
-            f"{call} = {got}: there are two matrices of width d_k (W_q for the queries and W_k "
+            "{call} = {got}: there are two matrices of width d_k (W_q for the queries and W_k "
             "for the keys), plus W_v.",
+            call=call,
+            got=got,
         )
         expect(
             got == _true_count(d_model, d_k, d_v),
-            f"{call} = {got} is not right. Count the entries of W_q (d_model × d_k), W_k "
+            "{call} = {got} is not right. Count the entries of W_q (d_model × d_k), W_k "
             "(d_model × d_k) and W_v (d_model × d_v); the layer has nothing else to learn.",
+            call=call,
+            got=got,
         )
 
 
@@ -150,7 +169,9 @@ def _check_column_attention(column_attention) -> None:
         expected_y, expected_w = attn.attention(x @ w_q, x @ w_k, x @ w_v)
         expect(
             weights.shape == (length, length),
-            f"A' should be (L, L) = {(length, length)}; got {weights.shape}.",
+            "A' should be (L, L) = {length_length}; got {weights_shape}.",
+            length_length=(length, length),
+            weights_shape=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=0), 1.0),
@@ -171,8 +192,9 @@ def _check_column_attention(column_attention) -> None:
             )
         expect(
             out.shape == (d_v, length),
-            f"O should have one column per token, shape (d_v, L) = {(d_v, length)}; "
-            f"got {out.shape}.",
+            "O should have one column per token, shape (d_v, L) = {d_v_length}; got {out_shape}.",
+            d_v_length=(d_v, length),
+            out_shape=out.shape,
         )
         expect(
             np.allclose(out, expected_y.T, atol=1e-8),
@@ -200,20 +222,30 @@ def _check_mean_max_weight(mean_max_weight) -> None:
         call = f"mean_max_weight({sigma_q}, {sigma_k}, {d_k}, scale={scale})"
         got = float(mean_max_weight(sigma_q, sigma_k, d_k, scale))
         want = reference_mean_max_weight(sigma_q, sigma_k, d_k, scale)
-        expect(0.0 < got <= 1.0, f"{call} = {got:.3f}; a softmax weight lies between 0 and 1.")
+        expect(
+            0.0 < got <= 1.0,
+            "{call} = {got:.3f}; a softmax weight lies between 0 and 1.",
+            call=call,
+            got=got,
+        )
         if (
             scale is not None
             and abs(got - reference_mean_max_weight(sigma_q, sigma_k, d_k, None)) < 0.02
         ):
             expect(
                 abs(want - got) < 0.03,
-                f"{call} = {got:.3f} looks like attnlib's default scale 1/sqrt(d_k); "
+                "{call} = {got:.3f} looks like attnlib's default scale 1/sqrt(d_k); "
                 "pass scale=scale to attn.dot_product_scores.",
+                call=call,
+                got=got,
             )
         expect(
             abs(got - want) < 0.03,
-            f"{call} = {got:.3f}, expected about {want:.3f} (random draws: within 0.03). "
+            "{call} = {got:.3f}, expected about {want:.3f} (random draws: within 0.03). "
             "Draw q with standard deviation sigma_q (shape (n, 1, d_k)) and 16 keys per query "
             "with standard deviation sigma_k, score them with attn.dot_product_scores(q, k, "
             "scale=scale), take the softmax of each row, then the mean of the row maxima.",
+            call=call,
+            got=got,
+            want=want,
         )

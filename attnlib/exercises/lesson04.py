@@ -21,7 +21,10 @@ def _check_split_heads(split_heads_by_hand) -> None:
         call = f"split_heads_by_hand(x of shape {shape}, num_heads={heads})"
         expect(
             got.shape == expected.shape,
-            f"{call} has shape {got.shape}; expected (..., H, L, d) = {expected.shape}.",
+            "{call} has shape {got_shape}; expected (..., H, L, d) = {expected_shape}.",
+            call=call,
+            got_shape=got.shape,
+            expected_shape=expected.shape,
         )
         if np.allclose(got, expected):
             continue
@@ -31,19 +34,22 @@ def _check_split_heads(split_heads_by_hand) -> None:
         strided = np.stack([x[..., h::heads] for h in range(heads)], axis=-3)
         expect(
             not np.allclose(got, plain),
-            f"{call}: a plain reshape to (..., H, L, d) cuts the numbers in memory order, so "
+            "{call}: a plain reshape to (..., H, L, d) cuts the numbers in memory order, so "
             "head 0 gets whole tokens instead of the first d features of every token. Reshape "
             "to (..., L, H, d) first, then swap the L and H axes.",
+            call=call,
         )
         expect(
             not np.allclose(got, strided),
-            f"{call}: head h owns a contiguous block of features, h·d … (h+1)·d − 1, not every "
+            "{call}: head h owns a contiguous block of features, h·d … (h+1)·d − 1, not every "
             "H-th feature.",
+            call=call,
         )
         expect(
             False,
-            f"{call} has the right shape but the wrong numbers. Head h, token i should be "
+            "{call} has the right shape but the wrong numbers. Head h, token i should be "
             "x[..., i, h*d:(h+1)*d].",
+            call=call,
         )
 
 
@@ -78,8 +84,11 @@ def _check_multi_head_forward(multi_head_forward) -> None:
         )
         expect(
             got.shape == expected.shape,
-            f"{call} returned shape {got.shape}; expected (L, d_model) = {expected.shape}. "
+            "{call} returned shape {got_shape}; expected (L, d_model) = {expected_shape}. "
             "The concatenated heads (L, H·d_v) still need the output projection W_o.",
+            call=call,
+            got_shape=got.shape,
+            expected_shape=expected.shape,
         )
         if np.allclose(got, expected, atol=1e-8):
             continue
@@ -87,23 +96,27 @@ def _check_multi_head_forward(multi_head_forward) -> None:
         single = attn.attention(x @ layer.w_q, x @ layer.w_k, x @ layer.w_v)[0] @ layer.w_o
         expect(
             not np.allclose(got, whole_width, atol=1e-8),
-            f"{call}: each head scales its scores by 1/sqrt(d_k), with d_k the width of one "
+            "{call}: each head scales its scores by 1/sqrt(d_k), with d_k the width of one "
             "head (w_q.shape[1] // num_heads), not of all heads together.",
+            call=call,
         )
         expect(
             not np.allclose(got, _heads_output(x, layer), atol=1e-8),
-            f"{call}: these are the concatenated heads; the output projection is missing: "
+            "{call}: these are the concatenated heads; the output projection is missing: "
             "multiply them by w_o.",
+            call=call,
         )
         expect(
             heads == 1 or not np.allclose(got, single, atol=1e-8),
-            f"{call}: this is one head of width H·d_k. Split q, k and v into num_heads heads "
+            "{call}: this is one head of width H·d_k. Split q, k and v into num_heads heads "
             "and give each head its own softmax.",
+            call=call,
         )
         expect(
             False,
-            f"{call} gives the wrong numbers. Steps: Q = x @ w_q (and K, V), split each into "
+            "{call} gives the wrong numbers. Steps: Q = x @ w_q (and K, V), split each into "
             "heads, attention per head with scale 1/sqrt(d_k), concatenate, then @ w_o.",
+            call=call,
         )
 
 
@@ -138,25 +151,35 @@ def _check_cost(multi_head_cost) -> None:
         want_params, want_flops, want_entries = multi_head_cost_reference(*case)
         expect(
             params == want_params,
-            f"{call}: parameters = {params}, expected {want_params}. W_q and W_k are "
+            "{call}: parameters = {params}, expected {want_params}. W_q and W_k are "
             "(d_model, H·d_k), W_v is (d_model, H·d_v), W_o is (H·d_v, d_model); d_k is given, "
             "so do not assume d_k = d_model / H.",
+            call=call,
+            params=params,
+            want_params=want_params,
         )
         expect(
             entries == want_entries,
-            f"{call}: weight_entries = {entries}, expected {want_entries}: every head has its "
+            "{call}: weight_entries = {entries}, expected {want_entries}: every head has its "
             "own (L, L) matrix of attention weights.",
+            call=call,
+            entries=entries,
+            want_entries=want_entries,
         )
         expect(
             flops != want_flops // 2,
-            f"{call}: flops is half the expected value. A product of (m, n) and (n, p) "
+            "{call}: flops is half the expected value. A product of (m, n) and (n, p) "
             "matrices costs 2·m·n·p FLOPs: one multiplication and one addition per term.",
+            call=call,
         )
         expect(
             flops == want_flops,
-            f"{call}: flops = {flops}, expected {want_flops}. Count four projections (Q, K, V "
+            "{call}: flops = {flops}, expected {want_flops}. Count four projections (Q, K, V "
             "and the output W_o) and, in each of the H heads, the scores Q_h K_hᵀ (L·L·d_k "
             "terms) and the weighted sum A_h V_h (L·L·d_v terms), at 2 FLOPs per term.",
+            call=call,
+            flops=flops,
+            want_flops=want_flops,
         )
 
 
@@ -171,17 +194,21 @@ def _check_head_experiment(head_experiment) -> None:
         got = list(head_experiment(heads, seeds))
         expect(
             len(got) == len(seeds) and all(np.isscalar(v) for v in got),
-            f"{call} returned {got!r}; return one test loss (a number) per seed.",
+            "{call} returned {got!r}; return one test loss (a number) per seed.",
+            call=call,
+            got=got,
         )
         losses[heads] = [float(v) for v in got]
     expect(
         losses[1][0] > 0.18,
-        f"head_experiment(1, [0]) = {losses[1][0]:.3f}, but one head of width 16 stays above "
+        "head_experiment(1, [0]) = {losses_1_0:.3f}, but one head of width 16 stays above "
         "0.2 on this task: pass num_heads on to train(num_heads, seed).",
+        losses_1_0=losses[1][0],
     )
     expect(
         max(losses[4]) < 0.2,
-        f"head_experiment(4, [0, 1]) = {losses[4]}: four heads of width 4 beat every single "
+        "head_experiment(4, [0, 1]) = {losses_4}: four heads of width 4 beat every single "
         "head (below 0.2). Train with train(num_heads, seed), then measure the trained layer "
         "with test_loss(layer).",
+        losses_4=losses[4],
     )

@@ -15,10 +15,19 @@ def _vector(result, call: str, size: int) -> np.ndarray:
     try:
         vector = np.asarray(result, dtype=float)
     except (TypeError, ValueError):
-        expect(False, f"{call} should return {size} numbers; got {type(result).__name__}.")
+        expect(
+            False,
+            "{call} should return {size} numbers; got {type_result_name}.",
+            call=call,
+            size=size,
+            type_result_name=type(result).__name__,
+        )
     expect(
         vector.shape == (size,),
-        f"{call} should return a vector of d_model = {size} numbers; got shape {vector.shape}.",
+        "{call} should return a vector of d_model = {size} numbers; got shape {vector_shape}.",
+        call=call,
+        size=size,
+        vector_shape=vector.shape,
     )
     return vector
 
@@ -74,39 +83,50 @@ def _check_sinusoidal_row(sinusoidal_row) -> None:
         off_by_one = attn.sinusoidal_positional_encoding(pos + 2, d, base)[pos + 1]
         expect(
             not np.allclose(got, off_by_one, atol=1e-9),
-            f"{call} is the encoding of position {pos + 1}: positions count from 0, and "
+            "{call} is the encoding of position {pos_1}: positions count from 0, and "
             "position 0 is sin(0) = 0, cos(0) = 1 in every pair.",
+            call=call,
+            pos_1=pos + 1,
         )
         expect(
             not np.allclose(got, _split(want), atol=1e-9),
-            f"{call} puts all the sines first and then all the cosines. attnlib interleaves "
+            "{call} puts all the sines first and then all the cosines. attnlib interleaves "
             "them: column 2i is sin(pos·ω_i) and column 2i + 1 is cos(pos·ω_i).",
+            call=call,
         )
         expect(
             not np.allclose(got, swapped, atol=1e-9),
-            f"{call}: sine and cosine are swapped. The even column 2i is the sine, the odd "
+            "{call}: sine and cosine are swapped. The even column 2i is the sine, the odd "
             "column 2i + 1 the cosine.",
+            call=call,
         )
         expect(
             not np.allclose(got, pairs_by_i, atol=1e-9),
-            f"{call}: the exponent should be 2i/d_model, where i counts the *pairs* "
+            "{call}: the exponent should be 2i/d_model, where i counts the *pairs* "
             "(i = 0 … d_model/2 − 1); you used i/d_model.",
+            call=call,
         )
         expect(
             not np.allclose(got, per_column, atol=1e-9),
-            f"{call}: both columns of a pair share one frequency ω_i = 1/base^(2i/d_model); "
+            "{call}: both columns of a pair share one frequency ω_i = 1/base^(2i/d_model); "
             "you gave column j its own exponent j/d_model.",
+            call=call,
         )
         expect(
             base == 10000.0 or not np.allclose(got, default_base, atol=1e-9),
-            f"{call} ignores base: use base^(2i/d_model), not 10000^(2i/d_model).",
+            "{call} ignores base: use base^(2i/d_model), not 10000^(2i/d_model).",
+            call=call,
         )
         worst = int(np.argmax(np.abs(got - want)))
         expect(
             False,
-            f"{call} differs from the encoding at column {worst}: got {got[worst]:.4f}, "
-            f"expected {want[worst]:.4f}. Column 2i is sin(pos / base^(2i/d_model)), "
+            "{call} differs from the encoding at column {worst}: got {got_worst:.4f}, "
+            "expected {want_worst:.4f}. Column 2i is sin(pos / base^(2i/d_model)), "
             "column 2i + 1 is cos of the same angle.",
+            call=call,
+            worst=worst,
+            got_worst=got[worst],
+            want_worst=want[worst],
         )
 
 
@@ -123,8 +143,19 @@ def _check_shift_matrix_split(shift_matrix_split) -> None:
         try:
             got = np.asarray(shift_matrix_split(k, d, base), dtype=float)
         except (TypeError, ValueError) as error:
-            expect(False, f"{call} should return a (d_model, d_model) array; {error}")
-        expect(got.shape == (d, d), f"{call} should have shape {(d, d)}; got {got.shape}.")
+            expect(
+                False,
+                "{call} should return a (d_model, d_model) array; {error}",
+                call=call,
+                error=error,
+            )
+        expect(
+            got.shape == (d, d),
+            "{call} should have shape {d_d}; got {got_shape}.",
+            call=call,
+            d_d=(d, d),
+            got_shape=got.shape,
+        )
         table = _split(attn.sinusoidal_positional_encoding(60, d, base))
         first = max(0, -k)  # pos and pos + k both inside the table
         here, there = table[first : 60 - max(k, 0)], table[first + k : 60 + min(k, 0)]
@@ -132,23 +163,28 @@ def _check_shift_matrix_split(shift_matrix_split) -> None:
             continue
         expect(
             not np.allclose(got, interleaved_shift_matrix(k, d, base), atol=1e-9),
-            f"{call} is M_k for the interleaved layout (sin, cos, sin, cos, …). Here the "
-            f"first d_model/2 = {d // 2} entries are the sines and the last {d // 2} the "
+            "{call} is M_k for the interleaved layout (sin, cos, sin, cos, …). Here the "
+            "first d_model/2 = {d_2} entries are the sines and the last {d_2} the "
             "cosines, so sin(pos·ω_i) sits at index i and cos(pos·ω_i) at index d_model/2 + i.",
+            call=call,
+            d_2=d // 2,
         )
         expect(
             not np.allclose(there @ got.T, here, atol=1e-9),
-            f"{call} shifts by −k instead of +k: it is the transpose of M_k (for a rotation, "
+            "{call} shifts by −k instead of +k: it is the transpose of M_k (for a rotation, "
             "also its inverse). Either the signs of the sine terms are flipped, or you built it "
             "for row vectors, PE(pos) @ M; the exercise wants PE(pos + k) = M_k @ PE(pos). "
             "Recall sin(a + b) = sin a cos b + cos a sin b and "
             "cos(a + b) = cos a cos b − sin a sin b.",
+            call=call,
         )
         expect(
             False,
-            f"With M = {call}, M @ PE(pos) is not PE(pos + {k}). Write PE(pos + k) with the "
+            "With M = {call}, M @ PE(pos) is not PE(pos + {k}). Write PE(pos + k) with the "
             "angle-sum formulas: each pair (sin, cos) of frequency ω_i is rotated by k·ω_i, "
             "and M has only four non-zero entries per pair.",
+            call=call,
+            k=k,
         )
 
 
@@ -163,20 +199,28 @@ def _check_extrapolation(extrapolation) -> None:
         got = extrapolation(base)
         expect(
             isinstance(got, tuple) and len(got) == 2,
-            f"{call} returned {got!r}; return the pair (accuracy on positions 1-127, accuracy "
+            "{call} returned {got!r}; return the pair (accuracy on positions 1-127, accuracy "
             "on positions 128-511).",
+            call=call,
+            got=got,
         )
         inside, beyond = (float(v) for v in got)
         expect(
             inside > 0.9,
-            f"{call} = ({inside:.2f}, {beyond:.2f}): inside the training length the trained "
+            "{call} = ({inside:.2f}, {beyond:.2f}): inside the training length the trained "
             "model copies almost every token. Take np.mean(accuracy[1:128]) of "
             "accuracy_by_position(model, test_512) (position 0 has no target).",
+            call=call,
+            inside=inside,
+            beyond=beyond,
         )
         expect(
             0.2 < beyond < 0.95,
-            f"{call} = ({inside:.2f}, {beyond:.2f}): beyond position 127 the sinusoidal model "
+            "{call} = ({inside:.2f}, {beyond:.2f}): beyond position 127 the sinusoidal model "
             "is right only part of the time. Average accuracy[128:].",
+            call=call,
+            inside=inside,
+            beyond=beyond,
         )
         results[base] = (inside, beyond)
     expect(
@@ -215,34 +259,54 @@ def _check_untrained_positions(untrained_positions) -> None:
         try:
             got = sorted(int(p) for p in got)
         except TypeError:
-            expect(False, f"{call} should return a list of positions (ints); got {got!r}.")
+            expect(
+                False,
+                "{call} should return a list of positions (ints); got {got!r}.",
+                call=call,
+                got=got,
+            )
         want = untrained_positions_reference(max_len, lengths)
         if got == want:
             continue
         longest = max(lengths)
         expect(
             got != list(range(longest + 1, max_len)),
-            f"{call}: off by one. Positions count from 0, so a sequence of length {longest} "
-            f"uses rows 0 … {longest - 1}, and row {longest} is the first one it never touches.",
+            "{call}: off by one. Positions count from 0, so a sequence of length {longest} "
+            "uses rows 0 … {longest_1}, and row {longest} is the first one it never touches.",
+            call=call,
+            longest=longest,
+            longest_1=longest - 1,
         )
         expect(
             got != list(range(longest - 1, max_len)),
-            f"{call}: off by one. A sequence of length {longest} uses rows 0 … {longest - 1}; "
-            f"row {longest - 1} is trained.",
+            "{call}: off by one. A sequence of length {longest} uses rows 0 … {longest_1}; "
+            "row {longest_1} is trained.",
+            call=call,
+            longest=longest,
+            longest_1=longest - 1,
         )
         expect(
             all(p < max_len for p in got),
-            f"{call} lists positions ≥ max_len = {max_len}. The table has no such rows at all: "
+            "{call} lists positions ≥ max_len = {max_len}. The table has no such rows at all: "
             "asking for them is an error, not an untrained row.",
+            call=call,
+            max_len=max_len,
         )
         expect(
             len(got) > 0 or not want,
-            f"{call} says every row was trained. Which rows does a sequence of length "
-            f"{longest} read? Only those get a gradient.",
+            "{call} says every row was trained. Which rows does a sequence of length "
+            "{longest} read? Only those get a gradient.",
+            call=call,
+            longest=longest,
         )
         expect(
             False,
-            f"{call} = {got[:8]}{'…' if len(got) > 8 else ''}, expected {want[:8]}"
-            f"{'…' if len(want) > 8 else ''}: table(length) reads rows 0 … length − 1, and only "
+            "{call} = {got_8}{if_len_got_8_else}, expected {want_8}"
+            "{if_len_want_8_else}: table(length) reads rows 0 … length − 1, and only "
             "the rows that are read get a gradient.",
+            call=call,
+            got_8=got[:8],
+            if_len_got_8_else="…" if len(got) > 8 else "",
+            want_8=want[:8],
+            if_len_want_8_else="…" if len(want) > 8 else "",
         )

@@ -26,12 +26,17 @@ def _check_torch_mask(to_pytorch_attn_mask) -> None:
         want_shape = (mask.shape[0] * heads, *mask.shape[1:]) if batched else tuple(mask.shape)
         expect(
             got.dtype == torch.bool,
-            f"{call} has dtype {got.dtype}; return a boolean mask (True = blocked).",
+            "{call} has dtype {got_dtype}; return a boolean mask (True = blocked).",
+            call=call,
+            got_dtype=got.dtype,
         )
         expect(
             tuple(got.shape) == want_shape,
-            f"{call} has shape {tuple(got.shape)}; nn.MultiheadAttention wants "
-            f"{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
+            "{call} has shape {tuple_got_shape}; nn.MultiheadAttention wants "
+            "{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
+            call=call,
+            tuple_got_shape=tuple(got.shape),
+            want_shape=want_shape,
         )
         inverted = (~mask).repeat_interleave(heads, dim=0) if batched else ~mask
         if torch.equal(got, inverted):
@@ -39,15 +44,21 @@ def _check_torch_mask(to_pytorch_attn_mask) -> None:
         same = mask.repeat_interleave(heads, dim=0) if batched else mask
         expect(
             not torch.equal(got, same),
-            f"{call} is not inverted. In nn.MultiheadAttention True means *blocked*; in "
+            "{call} is not inverted. In nn.MultiheadAttention True means *blocked*; in "
             "attnlib True means *may attend*: use ~mask.",
+            call=call,
         )
         expect(
             not (batched and torch.equal(got, (~mask).repeat(heads, 1, 1))),
-            f"{call}: the heads are in the wrong order. PyTorch reads row b·H + h as example b, "
+            "{call}: the heads are in the wrong order. PyTorch reads row b·H + h as example b, "
             "head h, so all heads of example 0 come first: use repeat_interleave, not repeat.",
+            call=call,
         )
-        expect(False, f"{call} blocks the wrong entries: it should be ~mask, one copy per head.")
+        expect(
+            False,
+            "{call} blocks the wrong entries: it should be ~mask, one copy per head.",
+            call=call,
+        )
     # The meaning, checked end to end: PyTorch with the converted mask equals attnlib.
     torch.manual_seed(4)
     module = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
@@ -99,25 +110,35 @@ def _check_affected(affected_outputs) -> None:
         call = f"affected_outputs({name}, t={t}, num_layers={layers})"
         expect(
             got.shape == want.shape,
-            f"{call} has shape {got.shape}; return one boolean per output position, "
-            f"shape {want.shape}.",
+            "{call} has shape {got_shape}; return one boolean per output position, "
+            "shape {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
         got = got.astype(bool)
         if np.array_equal(got, want):
             continue
         expect(
             not np.array_equal(got, affected_outputs_reference(mask.T, t, layers)),
-            f"{call}: you followed the columns of the mask. Row i lists what output i reads: "
+            "{call}: you followed the columns of the mask. Row i lists what output i reads: "
             "output i depends on input t when mask[i, t] is True (for the causal mask: the "
             "outputs at t and after, not before).",
+            call=call,
         )
         expect(
             not np.array_equal(got, affected_outputs_reference(mask, t, 1)),
-            f"{call}: that is one layer. Each layer spreads the change one more step: an "
+            "{call}: that is one layer. Each layer spreads the change one more step: an "
             "output of layer 1 that changed is an input of layer 2. Repeat the step "
             "num_layers times.",
+            call=call,
         )
-        expect(False, f"{call} is wrong; expected {want.astype(int)}.")
+        expect(
+            False,
+            "{call} is wrong; expected {want_astype_int}.",
+            call=call,
+            want_astype_int=want.astype(int),
+        )
 
 
 # --------------------------------------------------------------------------- 06.3
@@ -141,11 +162,18 @@ def _check_layer_norm(layer_norm) -> None:
         with np.errstate(divide="ignore", invalid="ignore"):  # a missing eps gives 0 / 0
             got = np.asarray(layer_norm(x.copy(), gamma.copy(), beta.copy(), eps), dtype=float)
         call = f"layer_norm(x of shape {shape}, gamma, beta, eps={eps})"
-        expect(got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}.")
+        expect(
+            got.shape == want.shape,
+            "{call} has shape {got_shape}; expected {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
+        )
         expect(
             bool(np.all(np.isfinite(got))),
-            f"{call} contains NaN or inf. A token whose features are all equal has variance 0: "
+            "{call} contains NaN or inf. A token whose features are all equal has variance 0: "
             "add eps inside the square root, sqrt(var + eps).",
+            call=call,
         )
         if np.allclose(got, want, atol=1e-8):
             continue
@@ -158,29 +186,34 @@ def _check_layer_norm(layer_norm) -> None:
         )
         expect(
             not np.allclose(got, over_tokens * gamma + beta, atol=1e-6),
-            f"{call}: you normalised over the tokens. Layer normalisation normalises each "
+            "{call}: you normalised over the tokens. Layer normalisation normalises each "
             "token over its own features: mean and variance along the last axis (axis=-1).",
+            call=call,
         )
         expect(
             not np.allclose(got, plain, atol=1e-6),
-            f"{call}: the normalisation is right, but gamma and beta are missing: "
+            "{call}: the normalisation is right, but gamma and beta are missing: "
             "return gamma * x_hat + beta.",
+            call=call,
         )
         expect(
             not np.allclose(got, unbiased * gamma + beta, atol=1e-6),
-            f"{call}: use the biased variance, dividing by d (np.var's default, ddof=0), "
+            "{call}: use the biased variance, dividing by d (np.var's default, ddof=0), "
             "as PyTorch's LayerNorm does.",
+            call=call,
         )
         expect(
             not np.allclose(got, outside * gamma + beta, atol=1e-6),
-            f"{call}: eps goes inside the square root, sqrt(var + eps), not sqrt(var) + eps; "
+            "{call}: eps goes inside the square root, sqrt(var + eps), not sqrt(var) + eps; "
             "it matters for tokens whose features are nearly equal.",
+            call=call,
         )
         expect(
             not np.allclose(got, plain * beta + gamma, atol=1e-6),
-            f"{call}: gamma and beta are swapped: scale by gamma, then shift by beta.",
+            "{call}: gamma and beta are swapped: scale by gamma, then shift by beta.",
+            call=call,
         )
-        expect(False, f"{call} gives the wrong numbers; compare with attn.LayerNorm.")
+        expect(False, "{call} gives the wrong numbers; compare with attn.LayerNorm.", call=call)
 
 
 # --------------------------------------------------------------------------- 06.4
@@ -299,21 +332,31 @@ def _check_decoder_block(decoder_block) -> None:
         )
         expect(
             not isinstance(got, tuple),
-            f"{call} returned a tuple; return only the block's output y (L, d_model).",
+            "{call} returned a tuple; return only the block's output y (L, d_model).",
+            call=call,
         )
         got = np.asarray(got, dtype=float)
-        expect(got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}.")
+        expect(
+            got.shape == want.shape,
+            "{call} has shape {got_shape}; expected {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
+        )
         if np.allclose(got, want, atol=1e-10):
             continue
         for wrong, hint in _decoder_mistakes(x, memory, block, mask, memory_mask):
             expect(
                 np.allclose(wrong, want, atol=1e-8) or not np.allclose(got, wrong, atol=1e-8),
-                f"{call}: {hint}",
+                "{call}: {hint}",
+                call=call,
+                hint=hint,
             )
         expect(
             False,
-            f"{call} gives the wrong numbers. Steps: h = norm1(x + self-attention(x, causal "
+            "{call} gives the wrong numbers. Steps: h = norm1(x + self-attention(x, causal "
             "mask)), h = norm2(h + cross_attention(h, memory, memory)), y = norm3(h + FFN(h)).",
+            call=call,
         )
 
 
@@ -326,15 +369,18 @@ def _check_padding_leak(padding_leak) -> None:
         masked = float(padding_leak(noise, True))
         expect(
             masked < 1e-9,
-            f"padding_leak({noise}, masked=True) = {masked:.3g}: with the padding mask the real "
+            "padding_leak({noise}, masked=True) = {masked:.3g}: with the padding mask the real "
             "tokens' outputs must equal those of each sentence run alone. Pass mask=valid.",
+            noise=noise,
+            masked=masked,
         )
     unmasked = {noise: float(padding_leak(noise, False)) for noise in (0.0, 5.0)}
     expect(
         min(unmasked.values()) > 1e-3,
-        f"padding_leak(noise, masked=False) = {unmasked}: without the mask the padding changes "
+        "padding_leak(noise, masked=False) = {unmasked}: without the mask the padding changes "
         "the real tokens' outputs (the lesson found 0.54 with zero padding). Run the layer "
         "without mask, and compare each sentence's real tokens with the sentence alone.",
+        unmasked=unmasked,
     )
     expect(
         unmasked[0.0] != unmasked[5.0],

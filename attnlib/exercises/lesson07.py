@@ -39,24 +39,35 @@ def _check_shift_right(shift_right) -> None:
         call = f"shift_right(labels of shape {tuple(labels.shape)}, bos_id=1)"
         got = _as_array(shift_right(labels, 1))
         want = shift_right_reference(original, 1)
-        expect(torch.equal(labels, original), f"{call} changed labels in place.")
+        expect(torch.equal(labels, original), "{call} changed labels in place.", call=call)
         expect(
             got.shape == want.shape,
-            f"{call} returned shape {got.shape}; the decoder reads as many positions as there "
-            f"are labels, {want.shape}: <bos> comes in, the last label drops out.",
+            "{call} returned shape {got_shape}; the decoder reads as many positions as there "
+            "are labels, {want_shape}: <bos> comes in, the last label drops out.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
         if np.array_equal(got, want):
             continue
         expect(
             not np.array_equal(got[:, :-1], original.numpy()[:, 1:]),
-            f"{call}: you shifted left. Position i of the decoder's input must hold the token "
+            "{call}: you shifted left. Position i of the decoder's input must hold the token "
             "*before* label i, so that it predicts label i from the past: <bos> first.",
+            call=call,
         )
         expect(
             bool(np.all(got[:, 0] == 1)),
-            f"{call}: every row of the decoder's input starts with bos_id = 1.",
+            "{call}: every row of the decoder's input starts with bos_id = 1.",
+            call=call,
         )
-        expect(False, f"{call} = {got.tolist()}; expected {want.tolist()}.")
+        expect(
+            False,
+            "{call} = {got_tolist}; expected {want_tolist}.",
+            call=call,
+            got_tolist=got.tolist(),
+            want_tolist=want.tolist(),
+        )
 
 
 # --------------------------------------------------------------------------- 07.2
@@ -110,22 +121,30 @@ def _check_greedy(greedy_decode) -> None:
             continue
         expect(
             not (got[:1] == [1] and got[1:] == want),
-            f"{call} returned {got}: drop the <bos> you started with from the answer.",
+            "{call} returned {got}: drop the <bos> you started with from the answer.",
+            call=call,
+            got=got,
         )
         expect(
             got != [*want, 2],
-            f"{call} returned {got}: stop *at* <eos>; the answer does not include it.",
+            "{call} returned {got}: stop *at* <eos>; the answer does not include it.",
+            call=call,
+            got=got,
         )
         expect(
             len(got) <= max_len,
-            f"{call} returned {len(got)} tokens: stop after max_len tokens even without <eos>.",
+            "{call} returned {len_got} tokens: stop after max_len tokens even without <eos>.",
+            call=call,
+            len_got=len(got),
         )
         expect(
             all(len(p) > 1 for p in seen[1:]) and seen[:1] == [[1]],
-            f"{call}: call next_logits with the whole prefix so far, starting with [bos_id]: "
-            f"it was called with {seen[:3]} …",
+            "{call}: call next_logits with the whole prefix so far, starting with [bos_id]: "
+            "it was called with {seen_3} …",
+            call=call,
+            seen_3=seen[:3],
         )
-        expect(False, f"{call} returned {got}; expected {want}.")
+        expect(False, "{call} returned {got}; expected {want}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 07.3
@@ -173,34 +192,48 @@ def _check_edit_distance(edit_distance) -> None:
         want = edit_distance_reference(a, b)
         expect(
             isinstance(got, (int, np.integer)),
-            f"{call} returned {got!r}; return the number of edits, an integer.",
+            "{call} returned {got!r}; return the number of edits, an integer.",
+            call=call,
+            got=got,
         )
         if got == want:
             continue
         expect(
             got != _position_by_position(a, b),
-            f"{call} = {got}, expected {want}. You compared the strings position by position: "
+            "{call} = {got}, expected {want}. You compared the strings position by position: "
             "one missing character then shifts every later one. Allow insertions and deletions "
             "too: d(i, j), the distance between the first i characters of a and the first j of "
             "b, is the smallest of d(i-1, j) + 1, d(i, j-1) + 1 and d(i-1, j-1) + (a[i-1] != "
             "b[j-1]).",
+            call=call,
+            got=got,
+            want=want,
         )
         expect(
             not (a and b) or got <= max(len(a), len(b)),
-            f"{call} = {got}, more than the length of the longer string ({max(len(a), len(b))}):"
+            "{call} = {got}, more than the length of the longer string ({max_len_a_len_b}):"
             " substituting every character and inserting the rest is always enough.",
+            call=call,
+            got=got,
+            max_len_a_len_b=max(len(a), len(b)),
         )
         expect(
             bool(a and b),
-            f"{call} = {got}, expected {want}: from the empty string, every character of the "
+            "{call} = {got}, expected {want}: from the empty string, every character of the "
             "other must be inserted (or deleted), so d(i, 0) = i and d(0, j) = j.",
+            call=call,
+            got=got,
+            want=want,
         )
         expect(
             (a, b) != ("ab", "ba"),
-            f"{call} = {got}, expected {want}: here a swap of two neighbours is two "
+            "{call} = {got}, expected {want}: here a swap of two neighbours is two "
             "substitutions, not one edit.",
+            call=call,
+            got=got,
+            want=want,
         )
-        expect(False, f"{call} = {got}, expected {want}.")
+        expect(False, "{call} = {got}, expected {want}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 07.4
@@ -210,26 +243,31 @@ def _check_edit_distance(edit_distance) -> None:
 def _check_no_mask_scores(no_mask_scores) -> None:
     expect(
         isinstance(no_mask_scores, (tuple, list)) and len(no_mask_scores) == 2,
-        f"no_mask_scores = {no_mask_scores!r}; set it to the pair (teacher-forced loss on the "
+        "no_mask_scores = {no_mask_scores!r}; set it to the pair (teacher-forced loss on the "
         "validation set, greedy exact match on the validation set).",
+        no_mask_scores=no_mask_scores,
     )
     loss, exact = (float(value) for value in no_mask_scores)
     expect(
         0.0 <= exact <= 1.0 and loss >= 0.0,
-        f"no_mask_scores = ({loss}, {exact}): a loss is at least 0 and an exact match is a "
+        "no_mask_scores = ({loss}, {exact}): a loss is at least 0 and an exact match is a "
         "share, between 0 and 1. Is the pair in the right order?",
+        loss=loss,
+        exact=exact,
     )
     expect(
         exact < 0.2,
-        f"Greedy decoding wrote {exact:.0%} of the dates exactly right. Without the mask it "
+        "Greedy decoding wrote {exact:.0%} of the dates exactly right. Without the mask it "
         "should write almost none: is the model you decoded the one built with "
         "DateTranslator(causal=False), and not the lesson's model?",
+        exact=exact,
     )
     expect(
         loss < 0.25,
-        f"A teacher-forced loss of {loss:.3f} is high for a model that can read the answer. "
+        "A teacher-forced loss of {loss:.3f} is high for a model that can read the answer. "
         "Did you train the model without the mask (train(model, train_examples, steps=200)), "
         "and measure with teacher_forced_loss, where the decoder reads the shifted target?",
+        loss=loss,
     )
 
 
@@ -287,20 +325,33 @@ def _check_read_both_ways(read_both_ways) -> None:
         got = read_both_ways(written, decode)
         expect(
             isinstance(got, tuple) and len(got) == 2 and all(isinstance(r, str) for r in got),
-            f"{call} returned {got!r}; return two strings: the reading of "
+            "{call} returned {got!r}; return two strings: the reading of "
             '"en_US|…" and the reading of "es|…".',
+            call=call,
+            got=got,
         )
         want = (read_as(written, "md"), read_as(written, "dm"))
         if got == want:
             continue
         expect(
             {f"en_US|{written}", f"es|{written}"} <= set(sent),
-            f"{call} sent decode {sent}; send it the sources with their tags, "
-            f'"en_US|{written}" and "es|{written}".',
+            "{call} sent decode {sent}; send it the sources with their tags, "
+            '"en_US|{written}" and "es|{written}".',
+            call=call,
+            sent=sent,
+            written=written,
         )
         expect(
             got != want[::-1],
-            f"{call} returned {got}: the pair is swapped. The first string is the en_US "
+            "{call} returned {got}: the pair is swapped. The first string is the en_US "
             "reading (month first), the second the es reading (day first).",
+            call=call,
+            got=got,
         )
-        expect(False, f"{call} returned {got}; with a perfect reader it should be {want}.")
+        expect(
+            False,
+            "{call} returned {got}; with a perfect reader it should be {want}.",
+            call=call,
+            got=got,
+            want=want,
+        )

@@ -37,26 +37,38 @@ def _check_keys_seen(keys_seen) -> None:
             middle = 2 * window + 1 if not causal else window + 1
             expect(
                 got != middle,
-                f"{call} returned {got}: that is the count in the middle of the sequence. "
+                "{call} returned {got}: that is the count in the middle of the sequence. "
                 "Near the edges some of those keys do not exist (j < 0 or j >= length).",
+                call=call,
+                got=got,
             )
             expect(
                 got != want - 1 and got != want - 2,
-                f"{call} returned {got}, expected {want}. The window is inclusive: |i − j| "
+                "{call} returned {got}, expected {want}. The window is inclusive: |i − j| "
                 "<= window, and the query's own key j = i counts too.",
+                call=call,
+                got=got,
+                want=want,
             )
             if causal:
                 expect(
                     got != keys_seen_reference(length, window, i),
-                    f"{call} returned {got}: with causal=True the keys after i (j > i) are "
+                    "{call} returned {got}: with causal=True the keys after i (j > i) are "
                     "blocked as well.",
+                    call=call,
+                    got=got,
                 )
-            expect(False, f"{call} returned {got}, expected {want}.")
+            expect(False, "{call} returned {got}, expected {want}.", call=call, got=got, want=want)
     # The meaning, checked against the mask itself.
     for length, window in [(9, 2), (13, 4), (4, 6)]:
         rows = attn.window_mask(length, window).sum(axis=1)
         got = [keys_seen(length, window, i, False) for i in range(length)]
-        expect(list(rows) == got, f"keys_seen does not match window_mask({length}, {window}).")
+        expect(
+            list(rows) == got,
+            "keys_seen does not match window_mask({length}, {window}).",
+            length=length,
+            window=window,
+        )
 
 
 # --------------------------------------------------------------------------- 08.2
@@ -95,27 +107,39 @@ def _check_score_bytes(score_bytes) -> None:
         size = np.dtype(dtype).itemsize
         expect(
             dense != want_dense * 8,
-            f"{call}: dense = {dense} looks like bits. Count bytes: np.dtype(dtype).itemsize "
+            "{call}: dense = {dense} looks like bits. Count bytes: np.dtype(dtype).itemsize "
             "is 4 for float32.",
+            call=call,
+            dense=dense,
         )
         expect(
             dense != want_dense // heads or heads == 1,
-            f"{call}: dense = {dense} is one head's worth. Every head has its own L × L scores.",
+            "{call}: dense = {dense} is one head's worth. Every head has its own L × L scores.",
+            call=call,
+            dense=dense,
         )
         expect(
             dense == want_dense,
-            f"{call}: dense = {dense}, expected {want_dense}: num_heads · L · L · bytes per entry.",
+            "{call}: dense = {dense}, expected {want_dense}: num_heads · L · L · bytes per entry.",
+            call=call,
+            dense=dense,
+            want_dense=want_dense,
         )
         no_edges = heads * length * (2 * window + 1) * size
         expect(
             truncated != no_edges or no_edges == want_truncated,
-            f"{call}: truncated = {truncated} gives every query 2·window + 1 keys; near the "
+            "{call}: truncated = {truncated} gives every query 2·window + 1 keys; near the "
             "edges (and when the window is longer than the sequence) a query sees fewer.",
+            call=call,
+            truncated=truncated,
         )
         expect(
             truncated == want_truncated,
-            f"{call}: truncated = {truncated}, expected {want_truncated}: num_heads · (number "
+            "{call}: truncated = {truncated}, expected {want_truncated}: num_heads · (number "
             "of pairs with |i − j| <= window) · bytes per entry.",
+            call=call,
+            truncated=truncated,
+            want_truncated=want_truncated,
         )
 
 
@@ -135,7 +159,10 @@ def _check_attend_one(attend_one_truncated) -> None:
         want = attn.truncated_attention(q, k, v, window)[i]
         expect(
             got.shape == want.shape,
-            f"{call} has shape {got.shape}; expected one output vector of shape {want.shape}.",
+            "{call} has shape {got_shape}; expected one output vector of shape {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
         if np.allclose(got, want, atol=1e-10):
             continue
@@ -144,18 +171,25 @@ def _check_attend_one(attend_one_truncated) -> None:
         narrow = attn.attention(q, k, v, attn.window_mask(length, max(window - 1, 0)))[0][i]
         expect(
             not np.allclose(got, everything, atol=1e-10),
-            f"{call} attends to every key; only keys with |i − j| <= window may take part.",
+            "{call} attends to every key; only keys with |i − j| <= window may take part.",
+            call=call,
         )
         expect(
             not np.allclose(got, unscaled, atol=1e-10),
-            f"{call}: the scores need the usual scale 1/sqrt(d), as in truncated_attention.",
+            "{call}: the scores need the usual scale 1/sqrt(d), as in truncated_attention.",
+            call=call,
         )
         expect(
             window == 0 or not np.allclose(got, narrow, atol=1e-10),
-            f"{call}: the window is inclusive, |i − j| <= window: keys i − window and "
+            "{call}: the window is inclusive, |i − j| <= window: keys i − window and "
             "i + window take part too.",
+            call=call,
         )
-        expect(False, f"{call} gives the wrong numbers; compare with truncated_attention(...)[i].")
+        expect(
+            False,
+            "{call} gives the wrong numbers; compare with truncated_attention(...)[i].",
+            call=call,
+        )
 
 
 # --------------------------------------------------------------------------- 08.4
@@ -176,16 +210,26 @@ def _check_local_accuracy(local_accuracy) -> None:
     for near, window in [(5, 2), (5, 5)]:
         call = f"local_accuracy({near}, {window})"
         got = local_accuracy(near, window)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one accuracy (a number).")
+        expect(
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one accuracy (a number).",
+            call=call,
+            got=got,
+        )
         got, best = float(got), best_local_accuracy(near, window)
         expect(
             abs(got - best_local_accuracy(3, window)) > 0.02 or abs(got - best) < 0.02,
-            f"{call} = {got:.3f} is the accuracy of the ±3 task: pass near on to train(...) "
+            "{call} = {got:.3f} is the accuracy of the ±3 task: pass near on to train(...) "
             "and to accuracy(...), which both take near=.",
+            call=call,
+            got=got,
         )
         expect(
             abs(got - best) < 0.03,
-            f"{call} = {got:.3f}, but a trained layer reaches the best possible, {best:.3f}: "
-            f'train with r = train("local", window, near=near), then measure '
-            f'accuracy(r, "local", window, x_test, near=near).',
+            "{call} = {got:.3f}, but a trained layer reaches the best possible, {best:.3f}: "
+            'train with r = train("local", window, near=near), then measure '
+            'accuracy(r, "local", window, x_test, near=near).',
+            call=call,
+            got=got,
+            best=best,
         )

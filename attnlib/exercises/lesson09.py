@@ -35,37 +35,55 @@ def _check_merge_partial(merge_partial) -> None:
         got = merge_partial(part_a, part_b)
         expect(
             isinstance(got, tuple) and len(got) == 3,
-            f"{call}: return a tuple (m, l, y) like the parts themselves.",
+            "{call}: return a tuple (m, l, y) like the parts themselves.",
+            call=call,
         )
         m, total, y = float(got[0]), float(got[1]), np.asarray(got[2], dtype=float)
         want_m, want_total, want_y = partial_state(scores, values)
         if n_a + n_b == 0:
             expect(
                 np.isfinite(total) and np.isfinite(y).all(),
-                f"{call}: both parts are empty (m = -inf); e^(m_a − m) is then "
+                "{call}: both parts are empty (m = -inf); e^(m_a − m) is then "
                 "e^(-inf − (-inf)) = NaN. Return (-inf, 0.0, zeros) in that case.",
+                call=call,
             )
-            expect(m == -np.inf and total == 0 and not y.any(), f"{call}: expected (-inf, 0, 0).")
+            expect(
+                m == -np.inf and total == 0 and not y.any(),
+                "{call}: expected (-inf, 0, 0).",
+                call=call,
+            )
             continue
-        expect(np.isfinite(total), f"{call}: l = {total}; an exponent was positive or NaN.")
+        expect(
+            np.isfinite(total),
+            "{call}: l = {total}; an exponent was positive or NaN.",
+            call=call,
+            total=total,
+        )
         expect(
             m == want_m,
-            f"{call}: m = {m}, expected {want_m}, the larger of the two maxima.",
+            "{call}: m = {m}, expected {want_m}, the larger of the two maxima.",
+            call=call,
+            m=m,
+            want_m=want_m,
         )
         expect(
             not np.isclose(total, part_a[1] + part_b[1]) or np.isclose(total, want_total),
-            f"{call}: l = l_a + l_b adds sums measured against different maxima. Rescale "
+            "{call}: l = l_a + l_b adds sums measured against different maxima. Rescale "
             "each first: l = e^(m_a − m)·l_a + e^(m_b − m)·l_b.",
+            call=call,
         )
         expect(
             np.isclose(total, want_total, rtol=1e-10),
-            f"{call}: l = {total:.6g}, expected {want_total:.6g}. Each part's sum is scaled by "
+            "{call}: l = {total:.6g}, expected {want_total:.6g}. Each part's sum is scaled by "
             "e^(m_part − m), a number <= 1.",
+            call=call,
+            total=total,
+            want_total=want_total,
         )
         expect(
             np.allclose(y, want_y, rtol=1e-10, atol=1e-12),
-            f"{call}: y is wrong; rescale it exactly like l: "
-            "y = e^(m_a − m)·y_a + e^(m_b − m)·y_b.",
+            "{call}: y is wrong; rescale it exactly like l: y = e^(m_a − m)·y_a + e^(m_b − m)·y_b.",
+            call=call,
         )
     # The meaning: merging the parts gives attention over all the keys.
     q, k = rng.normal(0.0, 1.0, (2, 12, 4))
@@ -112,15 +130,22 @@ def _check_causal_tiles(causal_tiles) -> None:
     for length, block_q, block_k in cases:
         call = f"causal_tiles(length={length}, block_q={block_q}, block_k={block_k})"
         got = causal_tiles(length, block_q, block_k)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one count (an integer).")
+        expect(
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one count (an integer).",
+            call=call,
+            got=got,
+        )
         want = _causal_tiles_by_mask(length, block_q, block_k)
         if got == want:
             continue
         all_tiles = -(-length // block_q) * -(-length // block_k)
         expect(
             got != all_tiles,
-            f"{call} = {got} counts every tile; a tile whose keys all come after the block's "
+            "{call} = {got} counts every tile; a tile whose keys all come after the block's "
             "last query is fully masked, and the kernel skips it.",
+            call=call,
+            got=got,
         )
         strict = sum(
             1
@@ -130,10 +155,12 @@ def _check_causal_tiles(causal_tiles) -> None:
         )
         expect(
             got != strict,
-            f"{call} = {got}: a tile whose first key equals the block's last query still has "
+            "{call} = {got}: a tile whose first key equals the block's last query still has "
             "one allowed score (the query itself): count it.",
+            call=call,
+            got=got,
         )
-        expect(False, f"{call} = {got}, expected {want}.")
+        expect(False, "{call} = {got}, expected {want}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 09.3
@@ -161,40 +188,55 @@ def _check_bytes_moved(bytes_moved) -> None:
         got = bytes_moved(length, d, block_q, itemsize)
         expect(
             isinstance(got, tuple) and len(got) == 2,
-            f"{call}: return a tuple of two numbers, (explicit, tiled).",
+            "{call}: return a tuple of two numbers, (explicit, tiled).",
+            call=call,
         )
         explicit, tiled = (int(round(float(g))) for g in got)
         want_explicit, want_tiled = bytes_moved_reference(length, d, block_q, itemsize)
         passes = -(-length // block_q)
         expect(
             tiled == want_tiled or tiled != itemsize * (2 * length * d + 2 * length * d),
-            f"{call}: tiled = {tiled} reads K and V only once; the loop reads them again for "
+            "{call}: tiled = {tiled} reads K and V only once; the loop reads them again for "
             "every block of queries.",
+            call=call,
+            tiled=tiled,
         )
         expect(
             tiled == want_tiled or tiled != itemsize * (2 * length * d + passes * length * d),
-            f"{call}: tiled = {tiled} reads only K (or only V) in each pass; it reads both.",
+            "{call}: tiled = {tiled} reads only K (or only V) in each pass; it reads both.",
+            call=call,
+            tiled=tiled,
         )
         expect(
             tiled == want_tiled
             or tiled != itemsize * (2 * length * d + 2 * (length // block_q) * length * d),
-            f"{call}: tiled = {tiled}: a last, shorter block of queries is a pass too. "
+            "{call}: tiled = {tiled}: a last, shorter block of queries is a pass too. "
             "Round the number of blocks up: -(-length // block_q).",
+            call=call,
+            tiled=tiled,
         )
         expect(
             tiled == want_tiled,
-            f"{call}: tiled = {tiled}, expected {want_tiled}: itemsize · (2Ld + 2nLd), "
+            "{call}: tiled = {tiled}, expected {want_tiled}: itemsize · (2Ld + 2nLd), "
             "Q read and O written once, K and V read once per block of queries.",
+            call=call,
+            tiled=tiled,
+            want_tiled=want_tiled,
         )
         expect(
             explicit - tiled != 2 * itemsize * length * length,
-            f"{call}: explicit = {explicit} adds 2L² numbers; both S and P are written and "
+            "{call}: explicit = {explicit} adds 2L² numbers; both S and P are written and "
             "read back: 4L².",
+            call=call,
+            explicit=explicit,
         )
         expect(
             explicit == want_explicit,
-            f"{call}: explicit = {explicit}, expected {want_explicit}: the tiled traffic plus "
+            "{call}: explicit = {explicit}, expected {want_explicit}: the tiled traffic plus "
             "4 · itemsize · L² for S and P, each written once and read once.",
+            call=call,
+            explicit=explicit,
+            want_explicit=want_explicit,
         )
 
 
@@ -229,19 +271,32 @@ def _check_traffic_ratio(traffic_ratio) -> None:
     for d in (32, 128):
         call = f"traffic_ratio({d})"
         got = traffic_ratio(d)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one ratio (a number).")
+        expect(
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one ratio (a number).",
+            call=call,
+            got=got,
+        )
         got, want = float(got), traffic_ratio_reference(d)
         expect(
             not np.isclose(got, traffic_ratio_reference(64)),
-            f"{call} = {got:.2f} is the ratio for d = 64: make q, k and v {d} numbers wide, "
-            f"float32_heads(1024, {d}).",
+            "{call} = {got:.2f} is the ratio for d = 64: make q, k and v {d} numbers wide, "
+            "float32_heads(1024, {d}).",
+            call=call,
+            got=got,
+            d=d,
         )
         expect(
             not np.isclose(got, 1 / want),
-            f"{call} = {got:.3f} is tiled / explicit; return explicit / tiled (above 1).",
+            "{call} = {got:.3f} is tiled / explicit; return explicit / tiled (above 1).",
+            call=call,
+            got=got,
         )
         expect(
             np.isclose(got, want, rtol=1e-9),
-            f"{call} = {got:.3f}, expected {want:.3f}: explicit_io(q, k, v, FAST).bytes_moved "
+            "{call} = {got:.3f}, expected {want:.3f}: explicit_io(q, k, v, FAST).bytes_moved "
             "/ tiled_io(q, k, v, FAST).bytes_moved with L = 1024 and the lesson's FAST.",
+            call=call,
+            got=got,
+            want=want,
         )

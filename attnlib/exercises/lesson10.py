@@ -25,16 +25,20 @@ def _check_kv_bytes_per_token(kv_bytes_per_token) -> None:
         call = f"kv_bytes_per_token({layers}, {kv_heads}, {head_dim}, {size})"
         got = kv_bytes_per_token(layers, kv_heads, head_dim, size)
         want = kv_bytes_per_token_reference(layers, kv_heads, head_dim, size)
-        expect(got is not None, f"{call} returned None; return a number of bytes.")
+        expect(got is not None, "{call} returned None; return a number of bytes.", call=call)
         expect(
             got != want // 2,
-            f"{call} = {got}, half the answer: a token has a key AND a value in each head.",
+            "{call} = {got}, half the answer: a token has a key AND a value in each head.",
+            call=call,
+            got=got,
         )
         expect(
             got != want // layers or layers == 1,
-            f"{call} = {got}: that is one layer; every layer keeps its own keys and values.",
+            "{call} = {got}: that is one layer; every layer keeps its own keys and values.",
+            call=call,
+            got=got,
         )
-        expect(got == want, f"{call} = {got}, expected {want}.")
+        expect(got == want, "{call} = {got}, expected {want}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 10.2
@@ -60,24 +64,30 @@ def _check_causal_tiles_per_step(causal_tiles_per_step) -> None:
             want = causal_tiles_per_step_reference(rank, world_size)
             expect(
                 got is not None and len(list(got)) == world_size,
-                f"{call}: return a list of {world_size} counts, one per ring step.",
+                "{call}: return a list of {world_size} counts, one per ring step.",
+                call=call,
+                world_size=world_size,
             )
             got = [int(x) for x in got]
             expect(
                 got[0] == 3,
-                f"{call}[0] = {got[0]}: at step 0 a process holds its own keys; of its 2 × 2 "
+                "{call}[0] = {got_0}: at step 0 a process holds its own keys; of its 2 × 2 "
                 "tiles, the one with the later queries' chunk of keys against the earlier "
                 "queries lies above the diagonal and is skipped: 3 tiles.",
+                call=call,
+                got_0=got[0],
             )
             mirrored = [3] + [
                 4 if step >= world_size - rank else 0 for step in range(1, world_size)
             ]
             expect(
                 got != mirrored or got == want,
-                f"{call} = {got}: at step s process r holds the keys of process (r − s) mod P, "
+                "{call} = {got}: at step s process r holds the keys of process (r − s) mod P, "
                 "which come BEFORE its own queries while s <= r.",
+                call=call,
+                got=got,
             )
-            expect(got == want, f"{call} = {got}, expected {want}.")
+            expect(got == want, "{call} = {got}, expected {want}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 10.3
@@ -100,14 +110,19 @@ def _check_busiest_over_mean(busiest_over_mean) -> None:
             call = f"busiest_over_mean({world_size}, {layout!r})"
             got = busiest_over_mean(world_size, layout)
             want = busiest_over_mean_reference(world_size, layout)
-            expect(got is not None, f"{call} returned None; return a ratio.")
+            expect(got is not None, "{call} returned None; return a ratio.", call=call)
             expect(
                 abs(float(got) - 1 / want) > 1e-9 or want == 1,
-                f"{call} = {got}: that is the mean over the busiest; take the busiest over "
+                "{call} = {got}: that is the mean over the busiest; take the busiest over "
                 "the mean (a number >= 1).",
+                call=call,
+                got=got,
             )
             expect(
                 abs(float(got) - want) < 1e-9,
-                f"{call} = {float(got):.4f}, expected {want:.4f}. Count each process's tiles "
+                "{call} = {float_got:.4f}, expected {want:.4f}. Count each process's tiles "
                 "(tile_counts or ring_plan, causal=True) and divide the largest by the mean.",
+                call=call,
+                float_got=float(got),
+                want=want,
             )

@@ -37,27 +37,33 @@ def _check_unpatchify(unpatchify) -> None:
         got = np.asarray(unpatchify(tokens.copy(), height, width, patch))
         expect(
             got.shape == image.shape,
-            f"{call} has shape {got.shape}; expected (height, width, channels) = {image.shape}.",
+            "{call} has shape {got_shape}; expected (height, width, channels) = {image_shape}.",
+            call=call,
+            got_shape=got.shape,
+            image_shape=image.shape,
         )
         if np.allclose(got, image):
             continue
         expect(
             not np.allclose(got, tokens.reshape(image.shape)),
-            f"{call}: a plain reshape reads the numbers in memory order, so the first token "
+            "{call}: a plain reshape reads the numbers in memory order, so the first token "
             "fills the first image row(s). A token is a p×p square: reshape to "
             "(H/p, W/p, p, p, C) first, then put the axes in the order (H/p, p, W/p, p, C).",
+            call=call,
         )
         rows, cols = height // patch, width // patch
         swapped_grid = tokens.reshape(cols, rows, patch, patch, channels).transpose(1, 2, 0, 3, 4)
         expect(
             not np.allclose(got, swapped_grid.reshape(image.shape)),
-            f"{call}: the patches land in the wrong places. Patches are numbered row by row: "
+            "{call}: the patches land in the wrong places. Patches are numbered row by row: "
             "token k is patch row k // (W/p), patch column k % (W/p).",
+            call=call,
         )
         expect(
             False,
-            f"{call} has the right shape but the wrong numbers. Inside a token the pixels are "
+            "{call} has the right shape but the wrong numbers. Inside a token the pixels are "
             "stored row by row, each pixel's C channels together: (p, p, C).",
+            call=call,
         )
 
 
@@ -70,20 +76,28 @@ def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
     for pooling in ("max", "mean"):
         call = f'pooled_cnn_accuracy("{pooling}", 200)'
         got = pooled_cnn_accuracy(pooling, 200)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one test accuracy.")
+        expect(
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one test accuracy.",
+            call=call,
+            got=got,
+        )
         got = float(got)
         expect(
             0.6 < got <= 1.0,
-            f"{call} = {got:.3f}: a trained SmallCNN gets most of the 1000 test images right. "
+            "{call} = {got:.3f}: a trained SmallCNN gets most of the 1000 test images right. "
             "Train it with train(model, x, y, seed) on plus_or_times(size, seed=seed) and "
             "measure accuracy(model, x_test, y_test).",
+            call=call,
+            got=got,
         )
         results[pooling] = got
     expect(
         results["max"] > 0.95,
-        f'pooled_cnn_accuracy("max", 200) = {results["max"]:.3f}: with max pooling the '
+        'pooled_cnn_accuracy("max", 200) = {results_max:.3f}: with max pooling the '
         "lesson's CNN gets about 1.00 with 200 images. Build it with "
         "SmallCNN(seed, pooling=pooling).",
+        results_max=results["max"],
     )
     expect(
         results["max"] != results["mean"],
@@ -106,18 +120,25 @@ def _check_receptive_field(receptive_field) -> None:
             continue
         expect(
             got != num_layers * kernel_size,
-            f"{call} = {got} = num_layers × kernel_size. Consecutive windows overlap: each new "
+            "{call} = {got} = num_layers × kernel_size. Consecutive windows overlap: each new "
             "layer adds kernel_size − 1 pixels to the side, not kernel_size.",
+            call=call,
+            got=got,
         )
         expect(
             got != kernel_size**num_layers,
-            f"{call} = {got} = kernel_size ** num_layers: that grows far too fast. Each layer "
+            "{call} = {got} = kernel_size ** num_layers: that grows far too fast. Each layer "
             "widens the window by a fixed amount, so the size grows linearly with the depth.",
+            call=call,
+            got=got,
         )
         expect(
             False,
-            f"{call} = {got}, expected {want}. One k×k layer sees k pixels across; every further "
+            "{call} = {got}, expected {want}. One k×k layer sees k pixels across; every further "
             "layer adds (k − 1) // 2 on each side.",
+            call=call,
+            got=got,
+            want=want,
         )
 
 
@@ -152,27 +173,39 @@ def _check_head_weights(head_weights) -> None:
             want = kernel[:, :, r + dr, r + dc].T
             expect(
                 got.shape != (c_out, c_in) or c_out == c_in,
-                f"{call} has shape {got.shape} = (C_out, C_in). Tokens are rows and are "
+                "{call} has shape {got_shape} = (C_out, C_in). Tokens are rows and are "
                 "multiplied from the left, x @ W, so W must be (C_in, C_out): transpose.",
+                call=call,
+                got_shape=got.shape,
             )
             expect(
                 got.shape == want.shape,
-                f"{call} has shape {got.shape}; expected (C_in, C_out) = {want.shape}.",
+                "{call} has shape {got_shape}; expected (C_in, C_out) = {want_shape}.",
+                call=call,
+                got_shape=got.shape,
+                want_shape=want.shape,
             )
             if np.allclose(got, want):
                 continue
             expect(
                 not np.allclose(got, kernel[:, :, r - dr, r - dc].T),
-                f"{call}: this is the tap at (−dr, −dc). PyTorch's Conv2d does not flip the "
+                "{call}: this is the tap at (−dr, −dc). PyTorch's Conv2d does not flip the "
                 "kernel (it computes a cross-correlation): the neighbour at offset (dr, dc) "
-                f"meets kernel[:, :, {r} + dr, {r} + dc].",
+                "meets kernel[:, :, {r} + dr, {r} + dc].",
+                call=call,
+                r=r,
             )
             expect(
                 not np.allclose(got, kernel[:, :, r + dc, r + dr].T),
-                f"{call}: rows and columns are swapped. dr moves down the rows (the kernel's "
+                "{call}: rows and columns are swapped. dr moves down the rows (the kernel's "
                 "axis 2), dc along the columns (axis 3).",
+                call=call,
             )
-            expect(False, f"{call} gives the wrong numbers; expected kernel[:, :, r+dr, r+dc].T.")
+            expect(
+                False,
+                "{call} gives the wrong numbers; expected kernel[:, :, r+dr, r+dc].T.",
+                call=call,
+            )
     # The meaning, checked end to end: summing the heads reproduces PyTorch's convolution.
     kernel = rng.normal(0.0, 1.0, (2, 3, 3, 3))
     x = rng.normal(0.0, 1.0, (5, 6, 3))

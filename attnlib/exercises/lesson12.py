@@ -47,58 +47,79 @@ def _check_costs(rnn_attention_costs) -> None:
         projections, pairs = 4 * length * d * d, 2 * length * length * d
         expect(
             rnn_steps == want[0],
-            f"{call}: rnn_steps = {rnn_steps}, expected {want[0]}. Every position is one step, "
+            "{call}: rnn_steps = {rnn_steps}, expected {want_0}. Every position is one step, "
             "and step t needs h_(t-1) from the step before: none of them can run together.",
+            call=call,
+            rnn_steps=rnn_steps,
+            want_0=want[0],
         )
         expect(
             att_steps == want[2],
-            f"{call}: attention_steps = {att_steps}, expected {want[2]}. No output of "
+            "{call}: attention_steps = {att_steps}, expected {want_2}. No output of "
             "attention waits for another output: all L of them are computed in one step.",
+            call=call,
+            att_steps=att_steps,
+            want_2=want[2],
         )
         expect(
             rnn_madds != 2 * want[1],
-            f"{call}: rnn_madds is twice the expected value. Count one per multiply-add "
+            "{call}: rnn_madds is twice the expected value. Count one per multiply-add "
             "(FLOP counters count two: a multiplication and an addition).",
+            call=call,
         )
         expect(
             g == 1 or rnn_madds != 2 * length * d * d,
-            f"{call}: rnn_madds = {rnn_madds} counts d × d matrices. W_x and W_h are d × g·d: "
-            f"with g = {g} each product is g·d² multiply-adds per position.",
+            "{call}: rnn_madds = {rnn_madds} counts d × d matrices. W_x and W_h are d × g·d: "
+            "with g = {g} each product is g·d² multiply-adds per position.",
+            call=call,
+            rnn_madds=rnn_madds,
+            g=g,
         )
         expect(
             rnn_madds != want[1] // 2,
-            f"{call}: rnn_madds is half the expected value. Each step has two products: the "
+            "{call}: rnn_madds is half the expected value. Each step has two products: the "
             "input x_t by W_x and the previous state h_(t-1) by W_h.",
+            call=call,
         )
         expect(
             rnn_madds == want[1],
-            f"{call}: rnn_madds = {rnn_madds}, expected {want[1]}. A vector of width d times a "
+            "{call}: rnn_madds = {rnn_madds}, expected {want_1}. A vector of width d times a "
             "d × g·d matrix is g·d² multiply-adds; two such products per step, L steps.",
+            call=call,
+            rnn_madds=rnn_madds,
+            want_1=want[1],
         )
         expect(
             att_madds != 2 * want[3],
-            f"{call}: attention_madds is twice the expected value. Count one per multiply-add "
+            "{call}: attention_madds is twice the expected value. Count one per multiply-add "
             "(FLOP counters count two).",
+            call=call,
         )
         expect(
             att_madds != pairs,
-            f"{call}: attention_madds counts Q Kᵀ and A V only. The layer also computes "
+            "{call}: attention_madds counts Q Kᵀ and A V only. The layer also computes "
             "X W_q, X W_k, X W_v and the output projection W_o: four products of L·d·d more.",
+            call=call,
         )
         expect(
             att_madds != 3 * length * d * d + pairs,
-            f"{call}: attention_madds leaves out one projection: count the output "
+            "{call}: attention_madds leaves out one projection: count the output "
             "projection W_o too (four d × d products in all).",
+            call=call,
         )
         expect(
             att_madds != projections + pairs // 2,
-            f"{call}: attention_madds counts one of the two products over pairs. Q Kᵀ is "
+            "{call}: attention_madds counts one of the two products over pairs. Q Kᵀ is "
             "(L, d) times (d, L): L·L·d; A V is (L, L) times (L, d): L·L·d more.",
+            call=call,
         )
         expect(
             att_madds == want[3],
-            f"{call}: attention_madds = {att_madds}, expected {want[3]}: 4·L·d² for the four "
+            "{call}: attention_madds = {att_madds}, expected {want_3}: 4·L·d² for the four "
             "projections, plus L·L·d for Q Kᵀ and L·L·d for A V.",
+            call=call,
+            att_madds=att_madds,
+            want_3=want[3],
         )
 
 
@@ -119,15 +140,24 @@ def _run_steps(step, q, k, v):
         state, normaliser, y = (np.asarray(r, dtype=float) for r in result)
         expect(
             state.shape == (d_k, d_v),
-            f"The state has shape {state.shape}; it must keep the shape (d_k, d_v) = "
-            f"{(d_k, d_v)}: add the outer product φ(k) vᵀ, np.outer(phi_k, v).",
+            "The state has shape {state_shape}; it must keep the shape (d_k, d_v) = "
+            "{d_k_d_v}: add the outer product φ(k) vᵀ, np.outer(phi_k, v).",
+            state_shape=state.shape,
+            d_k_d_v=(d_k, d_v),
         )
         expect(
             normaliser.shape == (d_k,),
-            f"The normaliser has shape {normaliser.shape}; it must keep the shape (d_k,) = "
-            f"({d_k},): add φ(k).",
+            "The normaliser has shape {normaliser_shape}; it must keep the shape (d_k,) = "
+            "({d_k},): add φ(k).",
+            normaliser_shape=normaliser.shape,
+            d_k=d_k,
         )
-        expect(y.shape == (d_v,), f"y has shape {y.shape}; expected (d_v,) = ({d_v},).")
+        expect(
+            y.shape == (d_v,),
+            "y has shape {y_shape}; expected (d_v,) = ({d_v},).",
+            y_shape=y.shape,
+            d_v=d_v,
+        )
         outputs.append(y)
     return np.stack(outputs), state, normaliser
 
@@ -159,8 +189,9 @@ def _check_linear_attention_step(linear_attention_step) -> None:
             phi_k = attn.elu_feature_map(k)
             expect(
                 np.allclose(state, phi_k.T @ v) and np.allclose(normaliser, phi_k.sum(0)),
-                f"{what} the outputs are right, but the final state is not Σ_j φ(k_j) v_jᵀ "
+                "{what} the outputs are right, but the final state is not Σ_j φ(k_j) v_jᵀ "
                 "(or the normaliser not Σ_j φ(k_j)): return the updated state and normaliser.",
+                what=what,
             )
             continue
         with np.errstate(all="ignore"):
@@ -181,11 +212,17 @@ def _check_linear_attention_step(linear_attention_step) -> None:
             ]
             for variant, hint in mistakes:
                 wrong, _, _ = _run_steps(variant, q, k, v)
-                expect(not np.allclose(got, wrong, atol=1e-10, equal_nan=True), f"{what}: {hint}")
+                expect(
+                    not np.allclose(got, wrong, atol=1e-10, equal_nan=True),
+                    "{what}: {hint}",
+                    what=what,
+                    hint=hint,
+                )
         expect(
             False,
-            f"{what} your outputs differ from attn.linear_attention_recurrent. The step is "
+            "{what} your outputs differ from attn.linear_attention_recurrent. The step is "
             "S ← S + φ(k) vᵀ, z ← z + φ(k), y = φ(q)ᵀS / φ(q)ᵀz.",
+            what=what,
         )
 
 
@@ -226,12 +263,19 @@ def _check_path_length(path_length) -> None:
                 if want is None:
                     expect(
                         got is None,
-                        f"{call} returned {got!r}, expected None. {hints[model]}",
+                        "{call} returned {got!r}, expected None. {hints_model}",
+                        call=call,
+                        got=got,
+                        hints_model=hints[model],
                     )
                     continue
                 expect(
                     got is not None and int(got) == want,
-                    f"{call} returned {got!r}, expected {want}. {hints[model]}",
+                    "{call} returned {got!r}, expected {want}. {hints_model}",
+                    call=call,
+                    got=got,
+                    want=want,
+                    hints_model=hints[model],
                 )
 
 
@@ -244,17 +288,29 @@ def _check_reader_accuracy(reader_accuracy) -> None:
     for positions in (True, False):
         call = f"reader_accuracy(10, positions={positions})"
         got = reader_accuracy(10, positions)
-        expect(np.ndim(got) == 0, f"{call} returned {got!r}; return one test accuracy.")
+        expect(
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one test accuracy.",
+            call=call,
+            got=got,
+        )
         results[positions] = float(got)
-        expect(0.0 <= results[positions] <= 1.0, f"{call} = {got!r} is not an accuracy.")
+        expect(
+            0.0 <= results[positions] <= 1.0,
+            "{call} = {got!r} is not an accuracy.",
+            call=call,
+            got=got,
+        )
     expect(
         results[True] > 0.9,
-        f"reader_accuracy(10, positions=True) = {results[True]:.2f}: with positions the "
+        "reader_accuracy(10, positions=True) = {results_true:.2f}: with positions the "
         'attention reader solves L = 10. Train it with train_reader("attention", length, '
         "positions=positions), which returns the test accuracy.",
+        results_true=results[True],
     )
     expect(
         results[False] < 0.6,
-        f"reader_accuracy(10, positions=False) = {results[False]:.2f}, as if it still had "
+        "reader_accuracy(10, positions=False) = {results_false:.2f}, as if it still had "
         "positions: pass positions on to train_reader(..., positions=positions).",
+        results_false=results[False],
     )

@@ -57,42 +57,57 @@ def _check_graph_mask(graph_mask_by_hand) -> None:
                 got = np.asarray(graph_mask_by_hand(list(edges), n, directed, self_loops))
                 want = attn.graph_mask(edges, n, directed=directed, self_loops=self_loops)
                 expect(
-                    got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}."
+                    got.shape == want.shape,
+                    "{call} has shape {got_shape}; expected {want_shape}.",
+                    call=call,
+                    got_shape=got.shape,
+                    want_shape=want.shape,
                 )
                 expect(
                     got.dtype == bool,
-                    f"{call} has dtype {got.dtype}; return a boolean mask (True = may attend), "
+                    "{call} has dtype {got_dtype}; return a boolean mask (True = may attend), "
                     "for example np.zeros((n, n), dtype=bool).",
+                    call=call,
+                    got_dtype=got.dtype,
                 )
                 if np.array_equal(got, want):
                     continue
                 diagonal = np.diag(got)
                 expect(
                     not self_loops or diagonal.all(),
-                    f"{call}: with self_loops=True every node may attend to itself: the diagonal "
+                    "{call}: with self_loops=True every node may attend to itself: the diagonal "
                     "must be True.",
+                    call=call,
                 )
                 expect(
                     self_loops or not diagonal.any(),
-                    f"{call}: with self_loops=False the diagonal must be False (none of these "
+                    "{call}: with self_loops=False the diagonal must be False (none of these "
                     "graphs has an edge from a node to itself).",
+                    call=call,
                 )
                 expect(
                     directed or np.array_equal(got, got.T),
-                    f"{call} is not symmetric. An undirected edge (i, j) lets i attend to j AND "
+                    "{call} is not symmetric. An undirected edge (i, j) lets i attend to j AND "
                     "j attend to i: set both mask[i, j] and mask[j, i].",
+                    call=call,
                 )
                 expect(
                     not (directed and np.array_equal(got, want.T)),
-                    f"{call} is transposed. A directed edge (i, j) lets i attend to j: row i "
+                    "{call} is transposed. A directed edge (i, j) lets i attend to j: row i "
                     "(the query), column j (the key), so set mask[i, j].",
+                    call=call,
                 )
                 expect(
                     not (directed and np.array_equal(got, got.T)),
-                    f"{call}: with directed=True an edge (i, j) opens only mask[i, j], not "
+                    "{call}: with directed=True an edge (i, j) opens only mask[i, j], not "
                     "mask[j, i].",
+                    call=call,
                 )
-                expect(False, f"{call} has the wrong entries; compare it with attn.graph_mask.")
+                expect(
+                    False,
+                    "{call} has the wrong entries; compare it with attn.graph_mask.",
+                    call=call,
+                )
 
 
 # --------------------------------------------------------------------------- 13.2
@@ -123,39 +138,54 @@ def _check_hop_distances(hop_distances) -> None:
         call = f"hop_distances(edges of {name}, {n})"
         got = np.asarray(hop_distances(list(edges), n))
         want = hop_distances_reference(edges, n)
-        expect(got.shape == want.shape, f"{call} has shape {got.shape}; expected {want.shape}.")
+        expect(
+            got.shape == want.shape,
+            "{call} has shape {got_shape}; expected {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
+        )
         expect(
             np.issubdtype(got.dtype, np.number) and np.all(np.isfinite(got)),
-            f"{call} should contain whole numbers, with -1 (not inf or NaN) where there is no "
-            "path.",
+            "{call} should contain whole numbers, with -1 (not inf or NaN) where there is no path.",
+            call=call,
         )
         if np.array_equal(got, want):
             continue
         expect(
             np.all(np.diag(got) == 0),
-            f"{call}: a node is 0 hops from itself; the diagonal must be 0.",
+            "{call}: a node is 0 hops from itself; the diagonal must be 0.",
+            call=call,
         )
         reachable = want >= 0
         expect(
             np.all(got[~reachable] == -1) or not np.array_equal(got[reachable], want[reachable]),
-            f"{call}: where no path exists (different connected pieces) the answer is -1.",
+            "{call}: where no path exists (different connected pieces) the answer is -1.",
+            call=call,
         )
         expect(
             not np.array_equal(
                 got[reachable], want[reachable] + 1 - np.eye(n, dtype=int)[reachable]
             ),
-            f"{call} is one too large: count the edges on the path, not the nodes.",
+            "{call} is one too large: count the edges on the path, not the nodes.",
+            call=call,
         )
         expect(
             np.array_equal(got, got.T),
-            f"{call} is not symmetric. The edges are undirected: (i, j) also connects j to i.",
+            "{call} is not symmetric. The edges are undirected: (i, j) also connects j to i.",
+            call=call,
         )
         expect(
             np.array_equal(got[reachable], want[reachable]),
-            f"{call}: some distances are wrong. Breadth-first search from every node, or: j is "
+            "{call}: some distances are wrong. Breadth-first search from every node, or: j is "
             "within n hops of i when (M^n)[i, j] > 0 for the graph mask M with self-loops.",
+            call=call,
         )
-        expect(False, f"{call} has the right distances but marks unreachable pairs wrongly (-1).")
+        expect(
+            False,
+            "{call} has the right distances but marks unreachable pairs wrongly (-1).",
+            call=call,
+        )
 
 
 # --------------------------------------------------------------------------- 13.3
@@ -196,16 +226,23 @@ def _check_first_influence(first_influence) -> None:
         if want is None:
             expect(
                 got is None,
-                f"{call} = {got!r}, but node {source + 1}'s change never reaches node "
-                f"{target + 1} within 6 layers: return None when no number of layers up to "
+                "{call} = {got!r}, but node {source_1}'s change never reaches node "
+                "{target_1} within 6 layers: return None when no number of layers up to "
                 "len(stack) moves the output.",
+                call=call,
+                got=got,
+                source_1=source + 1,
+                target_1=target + 1,
             )
             continue
         expect(
             got == want,
-            f"{call} = {got!r}; the change first reaches it after {want} layers. Change "
+            "{call} = {got!r}; the change first reaches it after {want} layers. Change "
             "x[source], run gnn(changed, n, mask) for n = 1, 2, … layers and return the first n at "
             "which the output of node target moves.",
+            call=call,
+            got=got,
+            want=want,
         )
 
 
@@ -253,14 +290,18 @@ def _check_message_passing(message_passing) -> None:
         want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(edges, n))[0]
         expect(
             got.shape == want.shape,
-            f"{call} returned shape {got.shape}; expected (num_nodes, d_v) = {want.shape}.",
+            "{call} returned shape {got_shape}; expected (num_nodes, d_v) = {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
         if np.allclose(got, want, atol=1e-10):
             continue
         for wrong, hint in _variants(x, edges, n, w_q, w_k, w_v):
-            expect(not np.allclose(got, wrong, atol=1e-10), f"{call}: {hint}")
+            expect(not np.allclose(got, wrong, atol=1e-10), "{call}: {hint}", call=call, hint=hint)
         expect(
             False,
-            f"{call} gives the wrong numbers. For each node i: scores q_i · k_j / sqrt(d_k) for j "
+            "{call} gives the wrong numbers. For each node i: scores q_i · k_j / sqrt(d_k) for j "
             "in its neighbourhood (with i itself), softmax over those, then sum alpha_ij v_j.",
+            call=call,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 14.1
 
@@ -37,12 +37,19 @@ def _check_low_rank_by_hand(low_rank_by_hand) -> None:
         want = attn.low_rank_attention(q, k, v, e, f)[0]
         expect(
             got.shape != (rank, d_v) or rank == length,
-            f"{call} has shape {got.shape}: one row per projected key. Only the keys and values "
-            f"are projected; the {length} queries stay, so the output has shape {want.shape}.",
+            "{call} has shape {got_shape}: one row per projected key. Only the keys and values "
+            "are projected; the {length} queries stay, so the output has shape {want_shape}.",
+            call=call,
+            got_shape=got.shape,
+            length=length,
+            want_shape=want.shape,
         )
         expect(
             got.shape == want.shape,
-            f"{call} has shape {got.shape}; expected {want.shape} (one output per query).",
+            "{call} has shape {got_shape}; expected {want_shape} (one output per query).",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
         if np.allclose(got, want, atol=1e-10):
             continue
@@ -54,22 +61,30 @@ def _check_low_rank_by_hand(low_rank_by_hand) -> None:
         }
         expect(
             not np.allclose(got, wrong["exact"], atol=1e-10),
-            f"{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
+            "{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
             "projection_k @ k, and the values to projection_v @ v.",
+            call=call,
         )
         expect(
             kind == "pooling" or not np.allclose(got, wrong["shared"], atol=1e-10),
-            f"{call}: the values are projected with projection_v, not projection_k.",
+            "{call}: the values are projected with projection_v, not projection_k.",
+            call=call,
         )
         expect(
             not np.allclose(got, wrong["unscaled"], atol=1e-10),
-            f"{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
+            "{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
+            call=call,
         )
         expect(
             not np.allclose(got, wrong["rank"], atol=1e-10),
-            f"{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+            "{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+            call=call,
         )
-        expect(False, f"{call} gives the wrong numbers; compare with attn.low_rank_attention.")
+        expect(
+            False,
+            "{call} gives the wrong numbers; compare with attn.low_rank_attention.",
+            call=call,
+        )
 
 
 # --------------------------------------------------------------------------- 14.2
@@ -98,42 +113,55 @@ def _check_attention_madds(attention_madds) -> None:
         got = attention_madds(length, d, window, rank)
         expect(
             isinstance(got, dict) and set(got) == set(VARIANTS),
-            f"{call} must return a dict with the keys {', '.join(map(repr, VARIANTS))}; "
-            f"got {got!r}.",
+            "{call} must return a dict with the keys {join_map_repr_variants}; got {got!r}.",
+            call=call,
+            join_map_repr_variants=", ".join(map(repr, VARIANTS)),
+            got=got,
         )
         want = attention_madds_reference(length, d, window, rank)
         for name in VARIANTS:
             value = float(got[name])
             if value == want[name]:
                 continue
-            hint = f"{call}[{name!r}] = {value:,.0f}, expected {want[name]:,}."
+            hint = phrase(
+                "{call}[{name!r}] = {value:,.0f}, expected {want:,}.",
+                call=call,
+                name=name,
+                value=value,
+                want=want[name],
+            )
             if name == "low-rank":
                 expect(
                     value != 2 * length * rank * d,
-                    f"{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                    "{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                    hint=hint,
                 )
             expect(
                 value != want[name] / 2,
-                f"{hint} That counts one matrix product; attention has two (scores, then "
+                "{hint} That counts one matrix product; attention has two (scores, then "
                 "the weighted sum of the values).",
+                hint=hint,
             )
             if name == "truncated":
                 expect(
                     value != 2 * length * window * d and value != 4 * length * window * d,
-                    f"{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                    "{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                    hint=hint,
                 )
                 expect(
                     value != 2 * length * length * d,
-                    f"{hint} That is dense attention with a mask: truncated attention never "
+                    "{hint} That is dense attention with a mask: truncated attention never "
                     "computes the scores outside the band.",
+                    hint=hint,
                 )
             if name == "linear":
                 expect(
                     value != 2 * length * length * d,
-                    f"{hint} Linear attention never forms the L × L matrix: it computes "
+                    "{hint} Linear attention never forms the L × L matrix: it computes "
                     "S = φ(K)ᵀ V (d × d) once, then φ(Q) S.",
+                    hint=hint,
                 )
-            expect(False, hint)
+            expect(False, "{hint}", hint=hint)
 
 
 # --------------------------------------------------------------------------- 14.3
@@ -184,26 +212,39 @@ _WHY = {
 def _check_which_variants(answer) -> None:
     expect(
         isinstance(answer, dict) and set(answer) == set(TASKS),
-        f"answer must be a dict with the keys {', '.join(map(repr, TASKS))}; got {answer!r}.",
+        "answer must be a dict with the keys {join_map_repr_tasks}; got {answer!r}.",
+        join_map_repr_tasks=", ".join(map(repr, TASKS)),
+        answer=answer,
     )
     for task in TASKS:
         chosen = answer[task]
         expect(
             isinstance(chosen, (set, frozenset, list, tuple)),
-            f"answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
+            "answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
+            task=task,
         )
         chosen = set(chosen)
         unknown = chosen - set(VARIANTS)
         expect(
             not unknown,
-            f"answer[{task!r}] contains {sorted(unknown)}; the variants are "
-            f"{', '.join(map(repr, VARIANTS))}.",
+            "answer[{task!r}] contains {sorted_unknown}; the variants are "
+            "{join_map_repr_variants}.",
+            task=task,
+            sorted_unknown=sorted(unknown),
+            join_map_repr_variants=", ".join(map(repr, VARIANTS)),
         )
         for variant in VARIANTS:
             if (variant in chosen) == (variant in SOLVERS[task]):
                 continue
             verdict = "can" if variant in SOLVERS[task] else "cannot"
-            expect(False, f"{task!r}: {variant} {verdict} do it: {_WHY[task, variant]}.")
+            expect(
+                False,
+                "{task!r}: {variant} {verdict} do it: {why_task_variant}.",
+                task=task,
+                variant=variant,
+                verdict=verdict,
+                why_task_variant=_WHY[task, variant],
+            )
 
 
 # --------------------------------------------------------------------------- 14.4
@@ -236,18 +277,27 @@ def _check_relative_errors(relative_errors) -> None:
         want = at_two if sharpness == 2.0 else reference_relative_errors(sharpness)
         expect(
             isinstance(got, dict) and set(got) == set(want),
-            f"{call} should be a dict with the keys {sorted(want)}; got {got!r}.",
+            "{call} should be a dict with the keys {sorted_want}; got {got!r}.",
+            call=call,
+            sorted_want=sorted(want),
+            got=got,
         )
         for name in want:
             value = float(got[name])
             expect(
                 not np.isclose(value, at_two[name], rtol=1e-6) or sharpness == 2.0,
-                f"{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
+                "{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
                 "local_inputs(1024, sharpness=sharpness).",
+                call=call,
+                name=name,
             )
             expect(
                 np.isclose(value, want[name], rtol=1e-6),
-                f"{call}[{name!r}] = {value:.4f}, expected {want[name]:.4f}: divide "
+                "{call}[{name!r}] = {value:.4f}, expected {want_name:.4f}: divide "
                 "mae(y, y_exact) by mae(uniform output, y_exact), with y_exact from "
                 "attn.attention(q, k, v) on local_inputs(1024, sharpness=sharpness).",
+                call=call,
+                name=name,
+                value=value,
+                want_name=want[name],
             )

@@ -55,20 +55,30 @@ def _check_expected_window_accuracy(expected_window_accuracy) -> None:
             continue
         expect(
             not np.isclose(got, _without_ends(length, w, reader)),
-            f"{call} = {got:.4f}: a card near an end has fewer than {2 * w} neighbours within "
-            f"{w}; average over the {length} positions the card can take.",
+            "{call} = {got:.4f}: a card near an end has fewer than {value_2_w} neighbours within "
+            "{w}; average over the {length} positions the card can take.",
+            call=call,
+            got=got,
+            value_2_w=2 * w,
+            w=w,
+            length=length,
         )
         expect(
             not np.isclose(got, _over_all_positions(length, w, reader)),
-            f"{call} = {got:.4f}: the card with the answer is not scored at its own position; "
-            f"average over the {length - 1} other positions.",
+            "{call} = {got:.4f}: the card with the answer is not scored at its own position; "
+            "average over the {length_1} other positions.",
+            call=call,
+            got=got,
+            length_1=length - 1,
         )
         expect(
             not np.isclose(got, _no_guessing(length, w, reader)),
-            f"{call} = {got:.4f}: out of reach the model still guesses, and a guess among ten "
+            "{call} = {got:.4f}: out of reach the model still guesses, and a guess among ten "
             "digits is right one time in ten.",
+            call=call,
+            got=got,
         )
-        expect(False, f"{call} = {got:.4f}; expected {want:.4f}.")
+        expect(False, "{call} = {got:.4f}; expected {want:.4f}.", call=call, got=got, want=want)
 
 
 # --------------------------------------------------------------------------- 15.2
@@ -103,18 +113,33 @@ _WHY = {
 def _check_can_learn(answer) -> None:
     expect(
         isinstance(answer, dict) and set(answer) == set(CAN_LEARN),
-        f"can_learn must be a dict with the keys {sorted(CAN_LEARN)}; got {answer!r}.",
+        "can_learn must be a dict with the keys {sorted_can_learn}; got {answer!r}.",
+        sorted_can_learn=sorted(CAN_LEARN),
+        answer=answer,
     )
     if any(answer[task] is None for task in CAN_LEARN):
         raise NotImplementedError  # not every task is answered yet
     for task, want in CAN_LEARN.items():
         got = set(answer[task])
         unknown = got - set(MODELS)
-        expect(not unknown, f"Task {task}: unknown model names {sorted(unknown)}; use {MODELS}.")
+        expect(
+            not unknown,
+            "Task {task}: unknown model names {sorted_unknown}; use {MODELS}.",
+            task=task,
+            sorted_unknown=sorted(unknown),
+            MODELS=MODELS,
+        )
         for model in MODELS:
             if (model in got) != (model in want):
                 verb = "cannot" if model in got else "can"
-                expect(False, f"Task {task}: the {model} {verb} learn it ({_WHY[task]}).")
+                expect(
+                    False,
+                    "Task {task}: the {model} {verb} learn it ({why_task}).",
+                    task=task,
+                    model=model,
+                    verb=verb,
+                    why_task=_WHY[task],
+                )
 
 
 # --------------------------------------------------------------------------- 15.3
@@ -136,10 +161,19 @@ def _check_accuracy_by_position(accuracy_by_position) -> None:
         want = accuracy_by_position_reference(predictions, labels)
         expect(
             got.shape == want.shape,
-            f"{call} has shape {got.shape}; one accuracy per position is {want.shape}: average "
+            "{call} has shape {got_shape}; one accuracy per position is {want_shape}: average "
             "over the sequences (axis 0).",
+            call=call,
+            got_shape=got.shape,
+            want_shape=want.shape,
         )
-        expect(np.allclose(got, want), f"{call} = {got}; expected {want}.")
+        expect(
+            np.allclose(got, want),
+            "{call} = {got}; expected {want}.",
+            call=call,
+            got=got,
+            want=want,
+        )
 
 
 # --------------------------------------------------------------------------- 15.4
@@ -155,12 +189,17 @@ def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
     got = gru_reach_accuracy(SHORTER_LENGTH)
     expect(
         np.ndim(got) == 0 and 0.0 <= float(got) <= 1.0,
-        f"{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
+        "{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
+        call=call,
+        got=got,
     )
     expect(
         float(got) > 0.8,
-        f"{call} = {float(got):.2f}: with the first card at most {SHORTER_LENGTH - 1} positions "
+        "{call} = {float_got:.2f}: with the first card at most {shorter_length_1} positions "
         "away, the bi-GRU should find it within the lesson's budget. Did you train it on "
-        f'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
+        'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
         "on a test set of the same length?",
+        call=call,
+        float_got=float(got),
+        shorter_length_1=SHORTER_LENGTH - 1,
     )
