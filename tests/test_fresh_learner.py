@@ -3,8 +3,9 @@
 A brand-new virtual environment starts with what Colab has before a lesson's first cell runs:
 Python, a Jupyter kernel, and PyTorch (linked from the book's environment, so that the test
 downloads nothing big). Two lessons are copied out of the repository and executed top to
-bottom in a kernel of that environment: 01, the first a learner opens, and 03, a short lesson
-that trains (its progress bars must show as widgets). Their own setup cell installs
+bottom in a kernel of that environment: 01, the first a learner opens, and the Chinese edition
+of 03, a short lesson that trains (its progress bars must show as widgets, and its checkers
+must answer in Chinese from the catalog installed with the package). Their own setup cell installs
 `attnlib[lessons]`, pointed at this checkout with `ATTNLIB_SOURCE` (the way a fork or a mirror
 would be), so a lesson that reaches outside the package fails here; and the kernel then
 imports every module that any lesson imports, so a dependency missing from the extra fails
@@ -34,7 +35,8 @@ from lesson_code import modules_the_lessons_import
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
-LESSONS = ["01_sequences_of_vectors", "03_queries_keys_values"]
+#: Lesson 01 in English, lesson 03 in Chinese (its checkers must answer in Chinese).
+LESSONS = ["lessons/01_sequences_of_vectors", "zh/lessons/03_queries_keys_values"]
 CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
 
 
@@ -106,12 +108,14 @@ def with_wrong_attempts(nb: nbformat.NotebookNode) -> dict[str, str]:
 def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path, monkeypatch):
     kernel_name, jupyter_path, env, python = learner_kernel
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
-    nb = nbformat.read(ROOT / "lessons" / f"{lesson}.ipynb", as_version=4)
+    nb = nbformat.read(ROOT / f"{lesson}.ipynb", as_version=4)
     attempts = with_wrong_attempts(nb)
     assert attempts, "every lesson has exercises"
     statuses = ", ".join(f"{i!r}: check({i!r}, {name}).status" for i, name in attempts.items())
     imports = "\n".join(f"import {module}" for module in sorted(modules_the_lessons_import()))
-    final = f"{imports}\n\nprint({{{statuses}}})\nprint(attnlib.__file__)"
+    first_id, first_name = next(iter(attempts.items()))
+    final = f"{imports}\n\nprint({{{statuses}}})\nprint(attnlib.__file__)\n"
+    final += f"print(check({first_id!r}, {first_name}))"
     nb.cells.append(nbformat.v4.new_code_cell(final))
     client = NotebookClient(
         nb, timeout=600, kernel_name=kernel_name, resources={"metadata": {"path": str(tmp_path)}}
@@ -121,8 +125,13 @@ def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path
     setup = next(c for c in nb.cells if c.cell_type == "code")
     printed = "".join(o.get("text", "") for o in setup.outputs)
     assert f"attnlib installed from {ROOT}" in printed, printed
-    statuses, where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
+    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
+    statuses, where, feedback = printed[0], printed[1], "\n".join(printed[2:])
     assert statuses == str({i: "wrong" for i in attempts}), statuses
+    # The checkers answer in the notebook's language, from the catalog installed with attnlib.
+    chinese = lesson.startswith("zh/")
+    expected = f"✗ 练习 {first_id}（" if chinese else f"✗ Exercise {first_id} ("
+    assert feedback.startswith(expected) and ("：有误。" in feedback) == chinese, feedback
     # The lesson imported the package installed in the learner's environment, not this checkout.
     assert where.startswith(str(python.parent.parent / "lib")), where
     if any(".backward()" in c.source for c in nb.cells):  # a lesson that trains shows its bars

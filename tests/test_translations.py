@@ -1,19 +1,26 @@
 """The Chinese edition is complete, current and consistent (``tools/translations.py``).
 
-- every catalog holds exactly the messages of its English page today (an English edit that
-  is not carried into the catalog fails here: run ``make translations``);
+- every catalog holds exactly the messages of its source today: a page's prose, a lesson's
+  code comments, a checker module's messages (an English edit that is not carried into the
+  catalogs fails here: run ``make translations``), and no catalog is left over;
 - every message is translated and none is fuzzy;
-- each multi-word glossary term is rendered by the glossary's Chinese form, and math, code,
-  links and numbers are carried over unchanged;
-- ``zh/`` is exactly what the generator writes from the English sources and the catalogs,
-  and each Chinese notebook has the English notebook's code, outputs and metadata (so nbval
-  runs the English notebooks only).
+- every glossary term (single-word terms too, unless the book also uses the word in another
+  sense) and fixed phrase is rendered one way, no avoided rendering is used, and math (the
+  prose of ``\\text{…}`` apart), code, links, numbers and a template's placeholders are kept;
+- ``zh/`` is exactly what the generator writes from the English sources and the catalogs; each
+  Chinese notebook is the English program (the same syntax tree, comments and the checkers'
+  language setting apart) with the English outputs (the checkers' lines in Chinese), so nbval
+  runs the English notebooks only;
+- the package's compiled catalog, which ``attnlib.exercises`` reads, is the checkers' catalogs.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import gettext
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -53,7 +60,7 @@ def test_catalog_holds_the_messages_of_the_english_page(templates, page):
     )
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", translations.all_catalogs())
 def test_every_message_is_translated(page):
     problems = [
         str(p) for p in catalog_problems(page) if p.what.startswith(("untranslated", "fuzzy"))
@@ -61,7 +68,7 @@ def test_every_message_is_translated(page):
     assert not problems, "\n".join(problems[:10]) + f"\n({len(problems)} in all)"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", translations.all_catalogs())
 def test_terms_math_code_and_numbers_are_kept(page):
     problems = [str(p) for p in catalog_problems(page) if p.what.startswith(("term", "lost"))]
     assert not problems, "\n".join(problems[:10]) + f"\n({len(problems)} in all)"
@@ -87,6 +94,9 @@ def test_every_glossary_term_is_used_in_chinese():
 
 
 def test_zh_is_what_the_generator_writes(templates):
+    from attnlib import exercises
+
+    exercises._catalog.cache_clear()  # (another test may have changed the package catalog)
     expected = translations.generated_files(templates)
     stale = [
         str(path.relative_to(ROOT))
@@ -103,33 +113,117 @@ def test_zh_is_what_the_generator_writes(templates):
 
 
 def math_spans(markdown: str) -> Counter:
-    """The formulas of a markdown cell, whitespace normalised (a translation may rewrap)."""
-    return Counter(" ".join(m.split()) for m in translations.MATH.findall(markdown))
+    """The formulas of a markdown cell without their ``\\text{…}`` prose, whitespace
+    normalised (a translation translates that prose and may rewrap)."""
+    return Counter(translations.math_skeleton(m) for m in translations.MATH.findall(markdown))
+
+
+def program(source: str, language: str) -> str:
+    """The syntax tree of a code cell (comments are not in it), with the one line that
+    differs between the editions, the checkers' language, read as English."""
+    setting = translations.LANGUAGE_SETTING
+    return ast.dump(ast.parse(source.replace(setting[language], setting["en"])))
+
+
+def without_caption(metadata: dict) -> dict:
+    metadata = json.loads(json.dumps(metadata))
+    metadata.get("mystnb", {}).get("figure", {}).pop("caption", None)
+    return metadata
 
 
 @pytest.mark.parametrize("page", LESSONS)
-def test_chinese_notebook_has_the_english_code_outputs_and_metadata(page):
+def test_chinese_notebook_is_the_english_program_with_chinese_words(page):
+    """Code cells: the same syntax tree; outputs: the same, the checkers' lines apart (those
+    say in Chinese what the English ones say); metadata: the same, the captions and button
+    labels apart; markdown: every cell translated, its formulas kept."""
     english = json.loads((ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))
     chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))
     assert chinese["metadata"] == english["metadata"]
     assert chinese["nbformat"] == english["nbformat"]
     assert [c["cell_type"] for c in chinese["cells"]] == [c["cell_type"] for c in english["cells"]]
-    translated = 0
+    translated = checker_lines = 0
     for en, zh in zip(english["cells"], chinese["cells"]):
-        en_meta, zh_meta = dict(en["metadata"]), dict(zh["metadata"])
+        en_meta, zh_meta = without_caption(en["metadata"]), without_caption(zh["metadata"])
         en_prompts, zh_prompts = en_meta.pop("mystnb", {}), zh_meta.pop("mystnb", {})
         assert zh_meta == en_meta
-        assert zh_prompts == {k: translations.PROMPTS.get(v, v) for k, v in en_prompts.items()}
+        assert zh_prompts == {
+            k: translations.PROMPTS.get(v, v) if isinstance(v, str) else v
+            for k, v in en_prompts.items()
+        }
         if en["cell_type"] == "code":
-            assert zh["source"] == en["source"]
-            assert zh["outputs"] == en["outputs"]
+            assert program("".join(zh["source"]), "zh_CN") == program("".join(en["source"]), "en")
             assert zh["execution_count"] == en["execution_count"]
+            assert len(zh["outputs"]) == len(en["outputs"])
+            for en_out, zh_out in zip(en["outputs"], zh["outputs"]):
+                assert translations.translated_output(json.loads(json.dumps(en_out))) == zh_out
+                checker_lines += json.dumps(zh_out) != json.dumps(en_out)
         else:
             translated += zh["source"] != en["source"]
             missing = math_spans("".join(en["source"])) - math_spans("".join(zh["source"]))
             assert not missing, f"math lost in translation: {list(missing.elements())[:3]}"
     markdown = sum(c["cell_type"] == "markdown" for c in english["cells"])
     assert translated == markdown, "a markdown cell is still in English"
+    assert checker_lines >= 3, "the checkers' outputs should be in Chinese"
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_chinese_notebook_has_chinese_comments_and_sets_chinese(page):
+    chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))
+    code = "".join("".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "code")
+    assert code.count(translations.LANGUAGE_SETTING["zh_CN"]) == 1
+    comments = [
+        comment.msgid
+        for cell in chinese["cells"]
+        if cell["cell_type"] == "code"
+        for comment in translations.cell_comments("".join(cell["source"]))
+    ]
+    chinese_comments = [c for c in comments if re.search(r"[\u4e00-\u9fff]", c)]
+    # (a comment may be code or a shape, with nothing to translate)
+    assert len(chinese_comments) >= 0.8 * len(comments)
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_every_checker_line_of_a_chinese_notebook_is_chinese(page):
+    chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))
+    outputs = [o for c in chinese["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+    text = "".join("".join(o.get("text", o.get("data", {}).get("text/plain", ""))) for o in outputs)
+    assert not [line for line in text.split("\n") if translations.CHECKER_LINE.match(line)]
+    assert text.count("（") and text.count("：尚未作答。请先完成上面的单元格，再运行一次。") >= 3
+
+
+def test_the_package_catalog_is_compiled_from_the_checkers_catalogs():
+    """attnlib reads the compiled catalog: it holds every checker message, as translated."""
+    compiled = gettext.GNUTranslations(translations.PACKAGE_CATALOG.open("rb"))
+    for module in translations.exercise_modules():
+        name = translations.exercise_catalog(module)
+        for msgid, msgstr in translations.load_translations(name, normalise=False).items():
+            assert compiled.gettext(msgid) == msgstr, (name, msgid)
+    assert set(compiled._catalog) - {""} == {
+        msgid
+        for module in translations.exercise_modules()
+        for msgid in translations.checker_messages(module)
+    }
+
+
+@pytest.mark.parametrize("name", [n for n in translations.all_catalogs() if n not in PAGES])
+def test_own_catalog_holds_the_messages_of_its_source(name):
+    """The comments' and checkers' catalogs hold exactly today's comments and messages."""
+    catalog = polib.pofile(str(translations.catalog_path(name)))
+    assert live_msgids(catalog) == set(translations.own_catalogs()[name]), (
+        f"{name}: the English changed; run `make translations` and translate"
+    )
+
+
+def test_no_catalog_is_left_from_a_page_or_module_that_is_gone():
+    expected = {translations.catalog_path(name) for name in translations.all_catalogs()}
+    assert set(translations.CATALOGS.rglob("*.po")) == expected
+
+
+def test_translated_code_keeps_the_program_and_places_each_comment():
+    source = "# one\n# two\nx = 1  # after\n    # @title Solution 01.1\n"
+    chinese = {"one\ntwo": "一\n二\n三", "after": "之后", "Solution 01.1": "参考答案 01.1"}
+    result = translations.translated_code(source, chinese)
+    assert result == "# 一\n# 二\n# 三\nx = 1  # 之后\n    # @title 参考答案 01.1\n"
 
 
 @pytest.mark.parametrize("page", LESSONS)

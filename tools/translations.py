@@ -25,6 +25,7 @@ import ast
 import io
 import json
 import re
+import shutil
 import string
 import subprocess
 import sys
@@ -86,6 +87,7 @@ def build_templates(out: Path = GETTEXT_OUT) -> Path:
     Messages that come from outside a page's own source (the API page's docstrings, which
     are code and stay in English) are dropped, so each template holds the page's prose only.
     """
+    shutil.rmtree(out, ignore_errors=True)  # templates of renamed pages must not linger
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
     command += ["--custom-builder", "gettext", "--path-output", str(out.parent.parent)]
@@ -261,16 +263,33 @@ def code_catalog(page: str) -> str:
     return f"code/{page}"
 
 
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+
+
+def code_pieces(page: str) -> list[tuple[str, int]]:
+    """The Python code of a page and the line each piece starts on: a notebook's code cells
+    (numbered as MyST-NB numbers them), a Markdown page's fenced ``python`` blocks."""
+    source = source_path(page).read_text(encoding="utf-8")
+    if source_path(page).suffix == ".md":
+        return [
+            (block[1], source.count("\n", 0, block.start(1)) + 1)
+            for block in PYTHON_BLOCK.finditer(source)
+        ]
+    cells = json.loads(source)["cells"]
+    return [
+        ("".join(cell["source"]), (index + 1) * CELL_LINES + 1)
+        for index, cell in enumerate(cells)
+        if cell["cell_type"] == "code"
+    ]
+
+
 def comment_messages(page: str) -> dict[str, list[tuple[str, int]]]:
-    """{message: [(file, line)]} of every comment of a lesson's code cells, in order."""
-    notebook = json.loads(source_path(page).read_text(encoding="utf-8"))
+    """{message: [(file, line)]} of every comment of a page's code, in order."""
     messages: dict[str, list[tuple[str, int]]] = {}
-    for index, cell in enumerate(notebook["cells"]):
-        if cell["cell_type"] != "code":
-            continue
-        for comment in cell_comments("".join(cell["source"])):
-            line = (index + 1) * CELL_LINES + comment.first + 1
-            messages.setdefault(comment_message(comment), []).append((f"{page}.ipynb", line))
+    for code, first_line in code_pieces(page):
+        for comment in cell_comments(code):
+            where = (source_path(page).name, first_line + comment.first)
+            messages.setdefault(comment_message(comment), []).append(where)
     return messages
 
 
@@ -330,7 +349,7 @@ def own_catalogs() -> dict[str, dict[str, list[tuple[str, int]]]]:
     """The catalogs this tool keeps itself (not Sphinx): {name: {message: occurrences}}."""
     catalogs = {}
     for page in toc_entries():
-        if source_path(page).suffix == ".ipynb":
+        if code_pieces(page) and comment_messages(page):
             catalogs[code_catalog(page)] = comment_messages(page)
     for module in exercise_modules():
         catalogs[exercise_catalog(module)] = checker_messages(module)
@@ -476,10 +495,38 @@ class Problem:
         return f"{self.page}: {self.what}\n    msgid: {self.msgid[:100]!r}"
 
 
+TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
+CHINESE_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)")
+SCALED_NUMBER = re.compile(r"(\d[\d,]*)\s+(thousand|million|billion)")
+SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def math_skeleton(formula: str) -> str:
+    """A formula with the prose of its ``\\text{…}`` left out (a translation translates it)
+    and its whitespace normalised: what a translation must keep exactly.
+
+    >>> math_skeleton(r"$x_t \\text{ for all } t$") == math_skeleton(r"$x_t \\text{ 对所有 } t$")
+    True
+    """
+    return " ".join(TEXT_IN_MATH.sub(r"\\text{}", formula).split())
+
+
+def chinese_numbers(text: str) -> set[float]:
+    """The values written with 万 or 亿 in Chinese text: "3600 万" -> 36,000,000."""
+    scale = {"万": 1e4, "亿": 1e8}
+    return {round(float(n) * scale[unit]) for n, unit in CHINESE_NUMBER.findall(text)}
+
+
 def preserved(msgid: str, msgstr: str) -> list[str]:
-    """What the translation lost of the untouchables: math, code, roles, links, numbers."""
+    """What the translation lost of the untouchables: math (apart from the prose inside its
+    ``\\text{…}``), code, roles, links and numbers (a large number may be written with 万 or
+    亿, as Chinese counts)."""
     lost = []
-    for name, pattern in (("math", MATH), ("code", CODE), ("role", ROLE)):
+    zh_formulas = Counter(math_skeleton(span) for span in MATH.findall(msgstr))
+    for span, count in Counter(math_skeleton(span) for span in MATH.findall(msgid)).items():
+        if zh_formulas[span] < count:
+            lost.append(f"math {span!r}")
+    for name, pattern in (("code", CODE), ("role", ROLE)):
         for span in pattern.findall(msgid):
             if msgstr.count(span) < msgid.count(span):
                 lost.append(f"{name} {span!r}")
@@ -489,17 +536,88 @@ def preserved(msgid: str, msgstr: str) -> list[str]:
             lost.append(f"link {target!r}")
     plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgid))))
     zh_plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgstr))))
+    scaled = {n: float(n.replace(",", "")) * SCALE[w] for n, w in SCALED_NUMBER.findall(plain)}
     for number in set(NUMBER.findall(plain)):
-        if number not in zh_plain:
+        value = float(number.replace(",", "")) if re.fullmatch(r"[\d,]+", number) else None
+        values = {value, scaled.get(number)}
+        if number not in zh_plain and not values & chinese_numbers(zh_plain):
             lost.append(f"number {number!r}")
     return lost
+
+
+#: Renderings the edition does not use, each with the one it does (the zh review of
+#: 2026-11-25 found several renderings of each). Checked in every catalog.
+AVOIDED = {
+    "视野": "感受野 (reach)",
+    "可及范围": "感受野 (reach)",
+    "信息可达范围": "感受野 (reach)",
+    "融合核": "融合内核 (fused kernel; 核函数 is the kernel methods')",
+    "改动实验": "修改实验 (Change the experiment)",
+    "改一改实验": "修改实验 (Change the experiment)",
+    "改变实验": "修改实验 (Change the experiment)",
+    "检查器": "检查程序 (checker)",
+    "批次大小": "批量大小 (batch size)",
+    "未尝试": "尚未作答 (not attempted)",
+    "逻辑值": "logits (逻辑值 reads as a Boolean value)",
+    "运行状态": "累积状态 (running state)",
+    "递推状态": "累积状态 (running state)",
+    "源文档": "参考资料 (Source documents)",
+    "线性整流函数": "ReLU",
+    "LeeDL 教程": "《深度学习详解》",
+    "自注意力，一步一步": "循序渐进学自注意力 (the book's title)",
+}
+
+#: Recurring phrases that are not terms of the glossary: the book's title and its labels.
+PHRASES = {
+    "Self-Attention, Step by Step": "循序渐进学自注意力",
+    "Change the experiment": "修改实验",
+    "not attempted": "尚未作答",
+    "Source documents": "参考资料",
+}
+
+#: Single-word glossary terms that the book also uses in another sense: for these, the
+#: glossary's Chinese is not required wherever the word appears (every other single-word
+#: term is checked like a multi-word one).
+OTHER_SENSES = {
+    "attention": "to pay attention",
+    "block": "to block",
+    "embedding": "inside names such as rotary position embedding (旋转位置编码)",
+    "error": "an error that code raises (错误), beside a numerical error (误差)",
+    "frame": "a frame of zeros around an image",
+    "hop": "a frame's hop (帧移) and a graph's hop (跳)",
+    "kernel": "a convolution's kernel, a GPU kernel and the kernel methods' kernel",
+    "key": "a key of a dictionary or of a lock",
+    "memory": "a computer's memory (内存) and a model's memory (记忆)",
+    "neighbourhood": "the neighbourhood one lives in",
+    "patch": "a fix",
+    "rank": "to rank",
+    "vocabulary": "the vocabulary of a field",
+    "window": "Windows, the operating system",
+}
+
+
+def term_problems(msgid: str, msgstr: str, pairs: list[tuple[str, str]]) -> list[str]:
+    """The glossary terms and fixed phrases of ``msgid`` that ``msgstr`` renders otherwise,
+    and the avoided renderings it uses."""
+    problems = [f"uses {bad}: write {good}" for bad, good in AVOIDED.items() if bad in msgstr]
+    prose = ROLE.sub("", CODE.sub("", MATH.sub("", msgid)))
+    for english, chinese in pairs + list(PHRASES.items()):
+        single = not (" " in english or "-" in english)
+        if single and english.lower() in OTHER_SENSES:
+            continue
+        if not term_pattern(english).search(msgid if not single else prose):
+            continue
+        # a term written in Latin letters may change case; an acronym may stay as it is
+        found = chinese.lower() in msgstr.lower() if chinese.isascii() else chinese in msgstr
+        if not found and not (english.isupper() and english in msgstr):
+            problems.append(f"term {english!r} is not {chinese}")
+    return problems
 
 
 def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list[Problem]:
     """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers."""
     pairs = glossary_pairs() if pairs is None else pairs
     terms = glossary_terms()
-    patterns = [(english, chinese, term_pattern(english)) for english, chinese in pairs]
     problems = []
     for entry in polib.pofile(str(catalog_path(page))):
         if entry.obsolete:
@@ -516,11 +634,12 @@ def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list
         ):
             problems.append(Problem(page, entry.msgid, "lost a {placeholder} of the template"))
         if is_term_cell(entry.msgid, terms) or is_chinese(entry.msgid):
+            english_cell = not re.search(r"[\u4e00-\u9fff]", entry.msgid)
+            if english_cell and entry.msgstr != entry.msgid:
+                problems.append(Problem(page, entry.msgid, "a key-terms table's English cell"))
             continue  # a term cell of a key-terms table: kept in English
-        for english, chinese, pattern in patterns:
-            multiword = " " in english or "-" in english
-            if multiword and pattern.search(entry.msgid) and chinese not in entry.msgstr:
-                problems.append(Problem(page, entry.msgid, f"term {english!r} is not {chinese}"))
+        for problem in term_problems(entry.msgid, entry.msgstr, pairs):
+            problems.append(Problem(page, entry.msgid, problem))
     return problems
 
 
@@ -757,15 +876,21 @@ def translated_page(page: str, template: polib.POFile) -> str:
     captions = set(toc_captions())
     located = [(m, line) for m, line in occurrences(template).get(0, []) if m not in captions]
     try:
-        return translate_text(text, located, load_translations(page))
+        text = translate_text(text, located, load_translations(page))
     except Untranslatable as error:
         raise Untranslatable(f"{page}: {error}") from None
+    if code_catalog(page) not in own_catalogs():
+        return text
+    comments = load_translations(code_catalog(page), normalise=False)
+    return PYTHON_BLOCK.sub(
+        lambda block: block[0].replace(block[1], translated_code(block[1], comments)), text
+    )
 
 
 def zh_config() -> str:
     """``zh/_config.yml``: the English configuration, in Chinese, with paths from ``zh/``."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["title"] = "自注意力，一步一步"
+    config["title"] = PHRASES[config["title"]]  # the book's title, as every page writes it
     config["exclude_patterns"] = ["_build", "**.ipynb_checkpoints"]
     config["repository"]["path_to_book"] = "zh"
     config["bibtex_bibfiles"] = ["../book/references.bib"]
