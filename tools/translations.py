@@ -125,7 +125,7 @@ def colab_badge_zh(text: str) -> str | None:
     )
 
 
-def autofill(catalog: polib.POFile) -> None:
+def autofill(catalog: polib.POFile, term_cells: bool = True) -> None:
     """Fill the messages that carry nothing to translate.
 
     Copied as they are: math, code and numbers only; Chinese already; an English term of
@@ -139,7 +139,11 @@ def autofill(catalog: polib.POFile) -> None:
         badge = colab_badge_zh(entry.msgid)
         if badge is not None:
             entry.msgstr = badge
-        elif is_trivial(entry.msgid) or is_chinese(entry.msgid) or is_term_cell(entry.msgid, terms):
+        elif (
+            is_trivial(entry.msgid)
+            or is_chinese(entry.msgid)
+            or (term_cells and is_term_cell(entry.msgid, terms))
+        ):
             entry.msgstr = entry.msgid
         else:
             continue
@@ -375,7 +379,7 @@ def update_catalog(name: str, messages: dict[str, list[tuple[str, int]]]) -> Non
         if name.startswith("exercises/") and "{" in msgid:
             entry.flags = sorted(set(entry.flags) | {"python-brace-format"})
         catalog.append(entry)
-    autofill(catalog)
+    autofill(catalog, term_cells=False)  # (a comment or a hint is not a key-terms table)
     path.parent.mkdir(parents=True, exist_ok=True)
     catalog.save(str(path))
 
@@ -600,6 +604,7 @@ def term_problems(msgid: str, msgstr: str, pairs: list[tuple[str, str]]) -> list
     """The glossary terms and fixed phrases of ``msgid`` that ``msgstr`` renders otherwise,
     and the avoided renderings it uses."""
     problems = [f"uses {bad}: write {good}" for bad, good in AVOIDED.items() if bad in msgstr]
+    msgid = re.sub(r"\{\w*(![rsa])?(:[^{}]*)?\}", " ", msgid)  # a template's placeholders
     prose = ROLE.sub("", CODE.sub("", MATH.sub("", msgid)))
     for english, chinese in pairs + list(PHRASES.items()):
         single = not (" " in english or "-" in english)
@@ -633,7 +638,8 @@ def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list
             entry.msgid
         ):
             problems.append(Problem(page, entry.msgid, "lost a {placeholder} of the template"))
-        if is_term_cell(entry.msgid, terms) or is_chinese(entry.msgid):
+        prose = not page.startswith(("code/", "exercises/"))
+        if prose and (is_term_cell(entry.msgid, terms) or is_chinese(entry.msgid)):
             english_cell = not re.search(r"[\u4e00-\u9fff]", entry.msgid)
             if english_cell and entry.msgstr != entry.msgid:
                 problems.append(Problem(page, entry.msgid, "a key-terms table's English cell"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import data
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 01.1
 
@@ -20,19 +20,19 @@ def _check_one_hot(one_hot) -> None:
     cases += [(str(w), big) for w in rng.choice(big, size=4, replace=False)]
     for word, vocab in cases:
         v = np.asarray(one_hot(word, vocab))
-        call = f"one_hot({word!r}, <vocabulary of {len(vocab)} words>)"
+        call = phrase("one_hot({word!r}, <vocabulary of {size} words>)", word=word, size=len(vocab))
         expect(
             v.shape == (len(vocab),),
-            "{call} has shape {v_shape}; expected ({len_vocab},).",
+            "{call} has shape {shape}; expected ({size},).",
             call=call,
-            v_shape=v.shape,
-            len_vocab=len(vocab),
+            shape=v.shape,
+            size=len(vocab),
         )
         expect(
             np.issubdtype(v.dtype, np.floating),
-            "{call} has dtype {v_dtype}; return a float array (np.zeros makes one).",
+            "{call} has dtype {dtype}; return a float array (np.zeros makes one).",
             call=call,
-            v_dtype=v.dtype,
+            dtype=v.dtype,
         )
         where = list(vocab).index(word)
         expect(
@@ -71,22 +71,21 @@ def _check_cosine_similarity(cosine_similarity) -> None:
         got = cosine_similarity(a, b)
         expect(
             np.ndim(got) == 0,
-            "cosine_similarity should return one number; got shape {np_shape_got}.",
-            np_shape_got=np.shape(got),
+            "cosine_similarity should return one number; got shape {shape}.",
+            shape=np.shape(got),
         )
         want = _cosine(a, b)
         if not np.isclose(float(got), want, atol=1e-9):
             if np.isclose(float(got), float(a @ b), atol=1e-9):
-                hint = "that is the plain dot product: divide by the two vectors' lengths."
+                hint = phrase("that is the plain dot product: divide by the two vectors' lengths.")
             else:
-                hint = "compute a·b / (‖a‖ ‖b‖)."
+                hint = phrase("compute a·b / (‖a‖ ‖b‖).")
             expect(
                 False,
-                "for a={np_round_a_3}, b={np_round_b_3} you returned {float_got:.4f}, "
-                "expected {want:.4f}; {hint}",
-                np_round_a_3=np.round(a, 3),
-                np_round_b_3=np.round(b, 3),
-                float_got=float(got),
+                "for a={a}, b={b} you returned {got:.4f}, expected {want:.4f}; {hint}",
+                a=np.round(a, 3),
+                b=np.round(b, 3),
+                got=float(got),
                 want=want,
                 hint=hint,
             )
@@ -133,21 +132,21 @@ def _check_count_segments(count_segments) -> None:
         frames, segments = frames_and_segments(window_ms, hop_ms)
         expect(
             got[0] == frames,
-            "{call} counts {got_0} frames; data.frame_signal(signal, sample_rate, "
+            "{call} counts {counted} frames; data.frame_signal(signal, sample_rate, "
             "{window_ms}, {hop_ms}) cuts {frames}. Pass the window and hop through.",
             call=call,
-            got_0=got[0],
+            counted=got[0],
             window_ms=window_ms,
             hop_ms=hop_ms,
             frames=frames,
         )
         expect(
             got[1] == segments,
-            "{call} finds {got_1} voiced segments, but the rule finds {segments}: label a "
+            "{call} finds {found} voiced segments, but the rule finds {segments}: label a "
             "frame voiced when (frames**2).mean(axis=1) > 0.1 / 400 (the mean, not the sum: "
             "a longer window holds more samples), then count the runs of voiced frames.",
             call=call,
-            got_1=got[1],
+            found=got[1],
             segments=segments,
         )
 
@@ -179,8 +178,8 @@ _CANONICAL = {
 def _check_task_types(answer) -> None:
     expect(
         isinstance(answer, dict),
-        "the answer should be a dict; got {type_answer_name}.",
-        type_answer_name=type(answer).__name__,
+        "the answer should be a dict; got {type_name}.",
+        type_name=type(answer).__name__,
     )
     if all(value is None for value in answer.values()):
         raise NotImplementedError

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import numpy as attn
 from ..data import royal_embeddings
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 
 def _random_inputs(seed: int = 2):
@@ -31,19 +31,18 @@ def _check_attend_one(attend_one) -> None:
             got = np.asarray(attend_one(x.copy(), i), dtype=float)
             expect(
                 got.shape == (x.shape[1],),
-                "attend_one(x, {i}) should return one vector of length d = {x_shape_1}; "
-                "got shape {got_shape}.",
+                "attend_one(x, {i}) should return one vector of length d = {d}; got shape {shape}.",
                 i=i,
-                x_shape_1=x.shape[1],
-                got_shape=got.shape,
+                d=x.shape[1],
+                shape=got.shape,
             )
             expect(
                 np.allclose(got, expected[i], atol=1e-8),
-                "attend_one(x, {i}) is off for x of shape {x_shape}. Check the three steps: "
+                "attend_one(x, {i}) is off for x of shape {shape}. Check the three steps: "
                 "scores s_j = x_i · x_j (no scaling), weights = softmax of all L scores "
                 "(they sum to 1), output = sum_j w_j x_j.",
                 i=i,
-                x_shape=x.shape,
+                shape=x.shape,
             )
 
 
@@ -59,9 +58,9 @@ def _check_attend_all(attend_all) -> None:
         expected_out, expected_w = _reference(x)
         expect(
             weights.shape == expected_w.shape,
-            "weights should have shape (L, L) = {expected_w_shape}; got {weights_shape}.",
-            expected_w_shape=expected_w.shape,
-            weights_shape=weights.shape,
+            "weights should have shape (L, L) = {shape}; got {got}.",
+            shape=expected_w.shape,
+            got=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=1), 1.0),
@@ -91,15 +90,15 @@ def _check_king_weights(king_weights) -> None:
         call = f"king_weights({scale})"
         expect(
             got.shape == (3,),
-            "{call} should be king's 3 weights; got shape {got_shape}.",
+            "{call} should be king's 3 weights; got shape {shape}.",
             call=call,
-            got_shape=got.shape,
+            shape=got.shape,
         )
         expect(
             np.isclose(got.sum(), 1.0),
-            "{call} sums to {got_sum:.3f}; a softmax row sums to 1.",
+            "{call} sums to {total:.3f}; a softmax row sums to 1.",
             call=call,
-            got_sum=got.sum(),
+            total=got.sum(),
         )
         want = _king_row(scale)
         if scale not in (0.0, 1.0):
@@ -130,19 +129,27 @@ def _check_equivariance(is_permutation_equivariant) -> None:
     x = rng.normal(0.0, 1.0, (5, 3))
     perm = np.array([2, 0, 4, 1, 3])
     cases = [
-        (lambda x: _reference(x)[0], True, "parameter-free self-attention"),
-        (np.tanh, True, "an element-wise function (np.tanh)"),
-        (lambda x: np.cumsum(x, axis=0), False, "a running sum over positions (np.cumsum)"),
-        (_rolled, False, "mixing each token with its right neighbour"),
-        (lambda x: np.repeat(x.mean(axis=0, keepdims=True), len(x), axis=0), True, "the mean"),
-        (lambda x: x[::-1].copy(), False, "reversing the sequence"),
+        (lambda x: _reference(x)[0], True, phrase("parameter-free self-attention")),
+        (np.tanh, True, phrase("an element-wise function (np.tanh)")),
+        (
+            lambda x: np.cumsum(x, axis=0),
+            False,
+            phrase("a running sum over positions (np.cumsum)"),
+        ),
+        (_rolled, False, phrase("mixing each token with its right neighbour")),
+        (
+            lambda x: np.repeat(x.mean(axis=0, keepdims=True), len(x), axis=0),
+            True,
+            phrase("the mean"),
+        ),
+        (lambda x: x[::-1].copy(), False, phrase("reversing the sequence")),
     ]
     for f, truth, name in cases:
         got = is_permutation_equivariant(f, x.copy(), perm.copy())
         expect(
             isinstance(got, (bool, np.bool_)),
-            "Return True or False (a bool); got {type_got_name}.",
-            type_got_name=type(got).__name__,
+            "Return True or False (a bool); got {type_name}.",
+            type_name=type(got).__name__,
         )
         expect(
             bool(got) == truth,

@@ -52,11 +52,10 @@ def _check_self_attention(self_attention) -> None:
         shapes = f"x {x.shape}, w_q {w_q.shape}, w_v {w_v.shape}"
         expect(
             weights.shape == (length, length),
-            "With {shapes} the weights should have shape (L, L) = {length_length}; "
-            "got {weights_shape}.",
+            "With {shapes} the weights should have shape (L, L) = {shape}; got {got}.",
             shapes=shapes,
-            length_length=(length, length),
-            weights_shape=weights.shape,
+            shape=(length, length),
+            got=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=1), 1.0),
@@ -89,10 +88,10 @@ def _check_self_attention(self_attention) -> None:
         expect(
             output.shape == (length, d_v),
             "The output should have one row of width d_v = {d_v} per token: shape "
-            "{length_d_v}; got {output_shape}. Mix the values V = x @ w_v, not x.",
+            "{shape}; got {got}. Mix the values V = x @ w_v, not x.",
             d_v=d_v,
-            length_d_v=(length, d_v),
-            output_shape=output.shape,
+            shape=(length, d_v),
+            got=output.shape,
         )
         expect(
             np.allclose(output, expected_out, atol=1e-8),
@@ -119,9 +118,9 @@ def _check_num_parameters(num_parameters) -> None:
         call = f"num_parameters(d_model={d_model}, d_k={d_k}, d_v={d_v})"
         expect(
             isinstance(got, (int, np.integer)),
-            "{call} should return a whole number (an int); got {type_got_name}.",
+            "{call} should return a whole number (an int); got {type_name}.",
             call=call,
-            type_got_name=type(got).__name__,
+            type_name=type(got).__name__,
         )
         got = int(got)
         if got == _true_count(d_model, d_k, d_v):
@@ -169,9 +168,9 @@ def _check_column_attention(column_attention) -> None:
         expected_y, expected_w = attn.attention(x @ w_q, x @ w_k, x @ w_v)
         expect(
             weights.shape == (length, length),
-            "A' should be (L, L) = {length_length}; got {weights_shape}.",
-            length_length=(length, length),
-            weights_shape=weights.shape,
+            "A' should be (L, L) = {shape}; got {got}.",
+            shape=(length, length),
+            got=weights.shape,
         )
         expect(
             np.allclose(weights.sum(axis=0), 1.0),
@@ -192,9 +191,9 @@ def _check_column_attention(column_attention) -> None:
             )
         expect(
             out.shape == (d_v, length),
-            "O should have one column per token, shape (d_v, L) = {d_v_length}; got {out_shape}.",
-            d_v_length=(d_v, length),
-            out_shape=out.shape,
+            "O should have one column per token, shape (d_v, L) = {shape}; got {got}.",
+            shape=(d_v, length),
+            got=out.shape,
         )
         expect(
             np.allclose(out, expected_y.T, atol=1e-8),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 04.1
 
@@ -18,7 +18,11 @@ def _check_split_heads(split_heads_by_hand) -> None:
         x = rng.normal(0.0, 1.0, shape)
         got = np.asarray(split_heads_by_hand(x.copy(), heads))
         expected = attn.split_heads(x, heads)
-        call = f"split_heads_by_hand(x of shape {shape}, num_heads={heads})"
+        call = phrase(
+            "split_heads_by_hand(x of shape {shape}, num_heads={num_heads})",
+            shape=shape,
+            num_heads=heads,
+        )
         expect(
             got.shape == expected.shape,
             "{call} has shape {got_shape}; expected (..., H, L, d) = {expected_shape}.",
@@ -78,9 +82,14 @@ def _check_multi_head_forward(multi_head_forward) -> None:
         weights = [w.copy() for w in (layer.w_q, layer.w_k, layer.w_v, layer.w_o)]
         got = np.asarray(multi_head_forward(x.copy(), *weights, heads), dtype=float)
         expected, _ = layer(x)
-        call = (
-            f"multi_head_forward with d_model={d_model}, num_heads={heads}, d_k={d_k}, "
-            f"d_v={d_v}, L={length}"
+        call = phrase(
+            "multi_head_forward with d_model={d_model}, num_heads={num_heads}, d_k={d_k}, "
+            "d_v={d_v}, L={length}",
+            d_model=d_model,
+            num_heads=heads,
+            d_k=d_k,
+            d_v=d_v,
+            length=length,
         )
         expect(
             got.shape == expected.shape,
@@ -201,14 +210,14 @@ def _check_head_experiment(head_experiment) -> None:
         losses[heads] = [float(v) for v in got]
     expect(
         losses[1][0] > 0.18,
-        "head_experiment(1, [0]) = {losses_1_0:.3f}, but one head of width 16 stays above "
+        "head_experiment(1, [0]) = {loss:.3f}, but one head of width 16 stays above "
         "0.2 on this task: pass num_heads on to train(num_heads, seed).",
-        losses_1_0=losses[1][0],
+        loss=losses[1][0],
     )
     expect(
         max(losses[4]) < 0.2,
-        "head_experiment(4, [0, 1]) = {losses_4}: four heads of width 4 beat every single "
+        "head_experiment(4, [0, 1]) = {losses}: four heads of width 4 beat every single "
         "head (below 0.2). Train with train(num_heads, seed), then measure the trained layer "
         "with test_loss(layer).",
-        losses_4=losses[4],
+        losses=losses[4],
     )

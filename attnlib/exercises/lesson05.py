@@ -17,10 +17,10 @@ def _vector(result, call: str, size: int) -> np.ndarray:
     except (TypeError, ValueError):
         expect(
             False,
-            "{call} should return {size} numbers; got {type_result_name}.",
+            "{call} should return {size} numbers; got {type_name}.",
             call=call,
             size=size,
-            type_result_name=type(result).__name__,
+            type_name=type(result).__name__,
         )
     expect(
         vector.shape == (size,),
@@ -83,10 +83,10 @@ def _check_sinusoidal_row(sinusoidal_row) -> None:
         off_by_one = attn.sinusoidal_positional_encoding(pos + 2, d, base)[pos + 1]
         expect(
             not np.allclose(got, off_by_one, atol=1e-9),
-            "{call} is the encoding of position {pos_1}: positions count from 0, and "
+            "{call} is the encoding of position {next_pos}: positions count from 0, and "
             "position 0 is sin(0) = 0, cos(0) = 1 in every pair.",
             call=call,
-            pos_1=pos + 1,
+            next_pos=pos + 1,
         )
         expect(
             not np.allclose(got, _split(want), atol=1e-9),
@@ -151,9 +151,9 @@ def _check_shift_matrix_split(shift_matrix_split) -> None:
             )
         expect(
             got.shape == (d, d),
-            "{call} should have shape {d_d}; got {got_shape}.",
+            "{call} should have shape {want_shape}; got {got_shape}.",
             call=call,
-            d_d=(d, d),
+            want_shape=(d, d),
             got_shape=got.shape,
         )
         table = _split(attn.sinusoidal_positional_encoding(60, d, base))
@@ -164,10 +164,10 @@ def _check_shift_matrix_split(shift_matrix_split) -> None:
         expect(
             not np.allclose(got, interleaved_shift_matrix(k, d, base), atol=1e-9),
             "{call} is M_k for the interleaved layout (sin, cos, sin, cos, …). Here the "
-            "first d_model/2 = {d_2} entries are the sines and the last {d_2} the "
+            "first d_model/2 = {half} entries are the sines and the last {half} the "
             "cosines, so sin(pos·ω_i) sits at index i and cos(pos·ω_i) at index d_model/2 + i.",
             call=call,
-            d_2=d // 2,
+            half=d // 2,
         )
         expect(
             not np.allclose(there @ got.T, here, atol=1e-9),
@@ -272,18 +272,18 @@ def _check_untrained_positions(untrained_positions) -> None:
         expect(
             got != list(range(longest + 1, max_len)),
             "{call}: off by one. Positions count from 0, so a sequence of length {longest} "
-            "uses rows 0 … {longest_1}, and row {longest} is the first one it never touches.",
+            "uses rows 0 … {last_row}, and row {longest} is the first one it never touches.",
             call=call,
             longest=longest,
-            longest_1=longest - 1,
+            last_row=longest - 1,
         )
         expect(
             got != list(range(longest - 1, max_len)),
-            "{call}: off by one. A sequence of length {longest} uses rows 0 … {longest_1}; "
-            "row {longest_1} is trained.",
+            "{call}: off by one. A sequence of length {longest} uses rows 0 … {last_row}; "
+            "row {last_row} is trained.",
             call=call,
             longest=longest,
-            longest_1=longest - 1,
+            last_row=longest - 1,
         )
         expect(
             all(p < max_len for p in got),
@@ -301,12 +301,11 @@ def _check_untrained_positions(untrained_positions) -> None:
         )
         expect(
             False,
-            "{call} = {got_8}{if_len_got_8_else}, expected {want_8}"
-            "{if_len_want_8_else}: table(length) reads rows 0 … length − 1, and only "
-            "the rows that are read get a gradient.",
+            "{call} = {got_start}{got_more}, expected {want_start}{want_more}: table(length) "
+            "reads rows 0 … length − 1, and only the rows that are read get a gradient.",
             call=call,
-            got_8=got[:8],
-            if_len_got_8_else="…" if len(got) > 8 else "",
-            want_8=want[:8],
-            if_len_want_8_else="…" if len(want) > 8 else "",
+            got_start=got[:8],
+            got_more="…" if len(got) > 8 else "",
+            want_start=want[:8],
+            want_more="…" if len(want) > 8 else "",
         )

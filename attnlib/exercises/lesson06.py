@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import Message, exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 06.1
 
@@ -21,7 +21,11 @@ def _check_torch_mask(to_pytorch_attn_mask) -> None:
     cases = [(causal, 2), (causal[:3, :3], 1), (per_example, 2), (per_example[:2], 4)]
     for mask, heads in cases:
         got = torch.as_tensor(to_pytorch_attn_mask(mask.clone(), heads))
-        call = f"to_pytorch_attn_mask(mask of shape {tuple(mask.shape)}, num_heads={heads})"
+        call = phrase(
+            "to_pytorch_attn_mask(mask of shape {shape}, num_heads={num_heads})",
+            shape=tuple(mask.shape),
+            num_heads=heads,
+        )
         batched = mask.dim() == 3
         want_shape = (mask.shape[0] * heads, *mask.shape[1:]) if batched else tuple(mask.shape)
         expect(
@@ -32,10 +36,10 @@ def _check_torch_mask(to_pytorch_attn_mask) -> None:
         )
         expect(
             tuple(got.shape) == want_shape,
-            "{call} has shape {tuple_got_shape}; nn.MultiheadAttention wants "
+            "{call} has shape {got_shape}; nn.MultiheadAttention wants "
             "{want_shape}: an (L, S) mask as it is, a per-example mask as (B·num_heads, L, S).",
             call=call,
-            tuple_got_shape=tuple(got.shape),
+            got_shape=tuple(got.shape),
             want_shape=want_shape,
         )
         inverted = (~mask).repeat_interleave(heads, dim=0) if batched else ~mask
@@ -101,13 +105,15 @@ def _check_affected(affected_outputs) -> None:
         ("window_mask(8, 1)", attn.window_mask(8, 1), 2, 3),
         ("window_mask(10, 2)", attn.window_mask(10, 2), 9, 2),
         ("causal_mask(8) & window_mask(8, 1)", attn.causal_mask(8) & attn.window_mask(8, 1), 1, 3),
-        ("a random mask", random_masks[0], 4, 1),
-        ("a random mask", random_masks[1], 0, 2),
+        (phrase("a random mask"), random_masks[0], 4, 1),
+        (phrase("a random mask"), random_masks[1], 0, 2),
     ]
     for name, mask, t, layers in cases:
         got = np.asarray(affected_outputs(mask.copy(), t, layers))
         want = affected_outputs_reference(mask, t, layers)
-        call = f"affected_outputs({name}, t={t}, num_layers={layers})"
+        call = phrase(
+            "affected_outputs({name}, t={t}, num_layers={layers})", name=name, t=t, layers=layers
+        )
         expect(
             got.shape == want.shape,
             "{call} has shape {got_shape}; return one boolean per output position, "
@@ -135,9 +141,9 @@ def _check_affected(affected_outputs) -> None:
         )
         expect(
             False,
-            "{call} is wrong; expected {want_astype_int}.",
+            "{call} is wrong; expected {want}.",
             call=call,
-            want_astype_int=want.astype(int),
+            want=want.astype(int),
         )
 
 
@@ -161,7 +167,9 @@ def _check_layer_norm(layer_norm) -> None:
         want = reference(x)
         with np.errstate(divide="ignore", invalid="ignore"):  # a missing eps gives 0 / 0
             got = np.asarray(layer_norm(x.copy(), gamma.copy(), beta.copy(), eps), dtype=float)
-        call = f"layer_norm(x of shape {shape}, gamma, beta, eps={eps})"
+        call = phrase(
+            "layer_norm(x of shape {shape}, gamma, beta, eps={eps})", shape=shape, eps=eps
+        )
         expect(
             got.shape == want.shape,
             "{call} has shape {got_shape}; expected {want_shape}.",
@@ -259,7 +267,7 @@ def _decoder_variant(x, memory, block, self_mask, memory_mask, keys=None, querie
     return block.norm3(h + block.feed_forward(h))
 
 
-def _decoder_mistakes(x, memory, block, mask, memory_mask) -> list[tuple[np.ndarray, str]]:
+def _decoder_mistakes(x, memory, block, mask, memory_mask) -> list[tuple[np.ndarray, Message]]:
     """What plausible mistakes compute, each with its hint."""
     causal = attn.causal_mask(x.shape[-2])
     full = causal if mask is None else mask & causal
@@ -269,38 +277,51 @@ def _decoder_mistakes(x, memory, block, mask, memory_mask) -> list[tuple[np.ndar
     return [
         (
             _decoder_variant(x, memory, block, mask, memory_mask),
-            "the self-attention is not causal. The block adds the causal mask by itself; by "
-            "hand you must: use attn.causal_mask(L), combined with mask by & when mask is "
-            "given.",
+            phrase(
+                "the self-attention is not causal. The block adds the causal mask by itself; "
+                "by hand you must: use attn.causal_mask(L), combined with mask by & when mask "
+                "is given."
+            ),
         ),
         *(
             (
                 _decoder_variant(x, memory, block, full, None, keys=keys),
-                "the keys and values of the cross-attention must come from the memory (the "
-                "encoder's output): block.cross_attention(h, memory, memory, mask=memory_mask).",
+                phrase(
+                    "the keys and values of the cross-attention must come from the memory (the "
+                    "encoder's output): block.cross_attention(h, memory, memory, "
+                    "mask=memory_mask)."
+                ),
             )
             for keys in (lambda x, h: h, lambda x, h: x)
         ),
         (
             _decoder_variant(x, memory, block, full, None),
-            "memory_mask was not used. Pass it to the cross-attention: "
-            "block.cross_attention(h, memory, memory, mask=memory_mask).",
+            phrase(
+                "memory_mask was not used. Pass it to the cross-attention: "
+                "block.cross_attention(h, memory, memory, mask=memory_mask)."
+            ),
         ),
         (
             _decoder_variant(x, memory, block, causal, memory_mask),
-            "mask was not used. The self-attention needs the causal mask *and* the target's "
-            "mask: mask & attn.causal_mask(L).",
+            phrase(
+                "mask was not used. The self-attention needs the causal mask *and* the "
+                "target's mask: mask & attn.causal_mask(L)."
+            ),
         ),
         (
             _decoder_variant(x, memory, block, full, memory_mask, queries=lambda x, h: x),
-            "the cross-attention's queries are the output of the first sublayer, "
-            "h = norm1(x + self-attention), not the block's input x.",
+            phrase(
+                "the cross-attention's queries are the output of the first sublayer, "
+                "h = norm1(x + self-attention), not the block's input x."
+            ),
         ),
         (
             pre,
-            "that is the pre-norm block, x + F(LN(x)). This block is post-norm, as in the "
-            "paper: each sublayer's output is added to its input, then normalised, "
-            "LN(x + F(x)).",
+            phrase(
+                "that is the pre-norm block, x + F(LN(x)). This block is post-norm, as in the "
+                "paper: each sublayer's output is added to its input, then normalised, "
+                "LN(x + F(x))."
+            ),
         ),
     ]
 
@@ -312,17 +333,29 @@ def _check_decoder_block(decoder_block) -> None:
     source_padding = attn.padding_mask([6, 4], 6)[:, None]  # (B, 1, 1, S)
     some_mask = (rng.random((2, 1, 5, 5)) < 0.6) | np.eye(5, dtype=bool)
     cases = [
-        ((4, 8), (6, 8), 2, None, None, "no masks"),
-        ((2, 5, 8), (2, 6, 8), 2, target_padding, source_padding, "padding masks"),
-        ((5, 12), (3, 12), 3, None, None, "no masks"),
-        ((2, 5, 8), (2, 6, 8), 4, some_mask, source_padding, "a random mask, source padding"),
+        ((4, 8), (6, 8), 2, None, None, phrase("no masks")),
+        ((2, 5, 8), (2, 6, 8), 2, target_padding, source_padding, phrase("padding masks")),
+        ((5, 12), (3, 12), 3, None, None, phrase("no masks")),
+        (
+            (2, 5, 8),
+            (2, 6, 8),
+            4,
+            some_mask,
+            source_padding,
+            phrase("a random mask, source padding"),
+        ),
     ]
     for seed, (x_shape, memory_shape, heads, mask, memory_mask, what) in enumerate(cases):
         d = x_shape[-1]
         block = _random_decoder_block(d, heads, 4 * d, seed=640 + seed)
         x, memory = rng.normal(0.0, 1.0, x_shape), rng.normal(0.0, 1.0, memory_shape)
         want, _, _ = block(x, memory, mask, memory_mask)
-        call = f"decoder_block(x of shape {x_shape}, memory of shape {memory_shape}, block, {what})"
+        call = phrase(
+            "decoder_block(x of shape {x_shape}, memory of shape {memory_shape}, block, {what})",
+            x_shape=x_shape,
+            memory_shape=memory_shape,
+            what=what,
+        )
         got = decoder_block(
             x.copy(),
             memory.copy(),

@@ -7,7 +7,7 @@ import datetime
 import numpy as np
 
 from .. import data
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 
 def _as_array(x) -> np.ndarray:
@@ -36,7 +36,7 @@ def _check_shift_right(shift_right) -> None:
     cases.append(torch.from_numpy(rng.integers(3, 14, size=(3, 11))))
     for labels in cases:
         original = labels.clone()
-        call = f"shift_right(labels of shape {tuple(labels.shape)}, bos_id=1)"
+        call = phrase("shift_right(labels of shape {shape}, bos_id=1)", shape=tuple(labels.shape))
         got = _as_array(shift_right(labels, 1))
         want = shift_right_reference(original, 1)
         expect(torch.equal(labels, original), "{call} changed labels in place.", call=call)
@@ -63,10 +63,10 @@ def _check_shift_right(shift_right) -> None:
         )
         expect(
             False,
-            "{call} = {got_tolist}; expected {want_tolist}.",
+            "{call} = {got}; expected {want}.",
             call=call,
-            got_tolist=got.tolist(),
-            want_tolist=want.tolist(),
+            got=got.tolist(),
+            want=want.tolist(),
         )
 
 
@@ -133,16 +133,16 @@ def _check_greedy(greedy_decode) -> None:
         )
         expect(
             len(got) <= max_len,
-            "{call} returned {len_got} tokens: stop after max_len tokens even without <eos>.",
+            "{call} returned {count} tokens: stop after max_len tokens even without <eos>.",
             call=call,
-            len_got=len(got),
+            count=len(got),
         )
         expect(
             all(len(p) > 1 for p in seen[1:]) and seen[:1] == [[1]],
             "{call}: call next_logits with the whole prefix so far, starting with [bos_id]: "
-            "it was called with {seen_3} …",
+            "it was called with {first_prefixes} …",
             call=call,
-            seen_3=seen[:3],
+            first_prefixes=seen[:3],
         )
         expect(False, "{call} returned {got}; expected {want}.", call=call, got=got, want=want)
 
@@ -211,11 +211,11 @@ def _check_edit_distance(edit_distance) -> None:
         )
         expect(
             not (a and b) or got <= max(len(a), len(b)),
-            "{call} = {got}, more than the length of the longer string ({max_len_a_len_b}):"
+            "{call} = {got}, more than the length of the longer string ({longest}):"
             " substituting every character and inserting the rest is always enough.",
             call=call,
             got=got,
-            max_len_a_len_b=max(len(a), len(b)),
+            longest=max(len(a), len(b)),
         )
         expect(
             bool(a and b),

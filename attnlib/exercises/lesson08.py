@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 08.1
 
@@ -154,7 +154,13 @@ def _check_attend_one(attend_one_truncated) -> None:
     for length, d, window, i in cases:
         q, k = rng.normal(0.0, 1.0, (2, length, d))
         v = rng.normal(0.0, 1.0, (length, d + 1))
-        call = f"attend_one_truncated(q, k, v, i={i}, window={window}) with L={length}, d={d}"
+        call = phrase(
+            "attend_one_truncated(q, k, v, i={i}, window={window}) with L={length}, d={d}",
+            i=i,
+            window=window,
+            length=length,
+            d=d,
+        )
         got = np.asarray(attend_one_truncated(q.copy(), k.copy(), v.copy(), i, window), float)
         want = attn.truncated_attention(q, k, v, window)[i]
         expect(

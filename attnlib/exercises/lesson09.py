@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 09.1
 
@@ -31,7 +31,7 @@ def _check_merge_partial(merge_partial) -> None:
         values = rng.normal(0.0, 1.0, (n_a + n_b, 3))
         part_a = partial_state(scores[:n_a], values[:n_a])
         part_b = partial_state(scores[n_a:], values[n_a:])
-        call = f"merge_partial(a, b) with {n_a} and {n_b} keys"
+        call = phrase("merge_partial(a, b) with {n_a} and {n_b} keys", n_a=n_a, n_b=n_b)
         got = merge_partial(part_a, part_b)
         expect(
             isinstance(got, tuple) and len(got) == 3,

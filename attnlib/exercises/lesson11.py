@@ -1,12 +1,12 @@
-"""Checkers for the exercises of lesson 11."""
+"""Checkers for the exercises of the lesson on self-attention and CNNs."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import exercise, expect
+from . import exercise, expect, phrase
 
-# --------------------------------------------------------------------------- 08.1
+# --------------------------------------------------------------------------- 11.1
 
 
 def patchify_reference(image: np.ndarray, patch: int) -> np.ndarray:
@@ -30,9 +30,12 @@ def _check_unpatchify(unpatchify) -> None:
     for height, width, channels, patch in cases:
         image = rng.normal(0.0, 1.0, (height, width, channels))
         tokens = patchify_reference(image, patch)
-        call = (
-            f"unpatchify(tokens of shape {tokens.shape}, height={height}, width={width}, "
-            f"patch={patch})"
+        call = phrase(
+            "unpatchify(tokens of shape {shape}, height={height}, width={width}, patch={patch})",
+            shape=tokens.shape,
+            height=height,
+            width=width,
+            patch=patch,
         )
         got = np.asarray(unpatchify(tokens.copy(), height, width, patch))
         expect(
@@ -67,7 +70,7 @@ def _check_unpatchify(unpatchify) -> None:
         )
 
 
-# --------------------------------------------------------------------------- 08.2
+# --------------------------------------------------------------------------- 11.2
 
 
 @exercise("11.2", "the CNN's pooling")
@@ -106,7 +109,7 @@ def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
     )
 
 
-# --------------------------------------------------------------------------- 08.3
+# --------------------------------------------------------------------------- 11.3
 
 
 @exercise("11.3", "receptive field of stacked convolutions")
@@ -142,7 +145,7 @@ def _check_receptive_field(receptive_field) -> None:
         )
 
 
-# --------------------------------------------------------------------------- 08.4
+# --------------------------------------------------------------------------- 11.4
 
 
 def _conv_by_heads(x: np.ndarray, kernel: np.ndarray, head_weights) -> np.ndarray:
@@ -168,7 +171,12 @@ def _check_head_weights(head_weights) -> None:
         kernel = rng.normal(0.0, 1.0, (c_out, c_in, size, size))
         r = size // 2
         for dr, dc in [(-1, 0), (0, 1), (1, -1), (0, 0), (-r, r)]:
-            call = f"head_weights(kernel of shape {kernel.shape}, dr={dr}, dc={dc})"
+            call = phrase(
+                "head_weights(kernel of shape {shape}, dr={dr}, dc={dc})",
+                shape=kernel.shape,
+                dr=dr,
+                dc=dc,
+            )
             got = np.asarray(head_weights(kernel.copy(), dr, dc), dtype=float)
             want = kernel[:, :, r + dr, r + dc].T
             expect(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 12.1
 
@@ -47,19 +47,19 @@ def _check_costs(rnn_attention_costs) -> None:
         projections, pairs = 4 * length * d * d, 2 * length * length * d
         expect(
             rnn_steps == want[0],
-            "{call}: rnn_steps = {rnn_steps}, expected {want_0}. Every position is one step, "
+            "{call}: rnn_steps = {rnn_steps}, expected {expected}. Every position is one step, "
             "and step t needs h_(t-1) from the step before: none of them can run together.",
             call=call,
             rnn_steps=rnn_steps,
-            want_0=want[0],
+            expected=want[0],
         )
         expect(
             att_steps == want[2],
-            "{call}: attention_steps = {att_steps}, expected {want_2}. No output of "
+            "{call}: attention_steps = {att_steps}, expected {expected}. No output of "
             "attention waits for another output: all L of them are computed in one step.",
             call=call,
             att_steps=att_steps,
-            want_2=want[2],
+            expected=want[2],
         )
         expect(
             rnn_madds != 2 * want[1],
@@ -83,11 +83,11 @@ def _check_costs(rnn_attention_costs) -> None:
         )
         expect(
             rnn_madds == want[1],
-            "{call}: rnn_madds = {rnn_madds}, expected {want_1}. A vector of width d times a "
+            "{call}: rnn_madds = {rnn_madds}, expected {expected}. A vector of width d times a "
             "d × g·d matrix is g·d² multiply-adds; two such products per step, L steps.",
             call=call,
             rnn_madds=rnn_madds,
-            want_1=want[1],
+            expected=want[1],
         )
         expect(
             att_madds != 2 * want[3],
@@ -115,11 +115,11 @@ def _check_costs(rnn_attention_costs) -> None:
         )
         expect(
             att_madds == want[3],
-            "{call}: attention_madds = {att_madds}, expected {want_3}: 4·L·d² for the four "
+            "{call}: attention_madds = {att_madds}, expected {expected}: 4·L·d² for the four "
             "projections, plus L·L·d for Q Kᵀ and L·L·d for A V.",
             call=call,
             att_madds=att_madds,
-            want_3=want[3],
+            expected=want[3],
         )
 
 
@@ -184,7 +184,9 @@ def _check_linear_attention_step(linear_attention_step) -> None:
         q, k, v = (rng.normal(0.0, 1.0, (length, d)) for d in (d_k, d_k, d_v))
         got, state, normaliser = _run_steps(linear_attention_step, q, k, v)
         want = attn.linear_attention_recurrent(q, k, v)
-        what = f"On {length} tokens with d_k={d_k}, d_v={d_v}"
+        what = phrase(
+            "On {length} tokens with d_k={d_k}, d_v={d_v}", length=length, d_k=d_k, d_v=d_v
+        )
         if np.allclose(got, want, atol=1e-10):
             phi_k = attn.elu_feature_map(k)
             expect(
@@ -198,16 +200,20 @@ def _check_linear_attention_step(linear_attention_step) -> None:
             mistakes = [
                 (
                     _step_variant(phi=False),
-                    "q and k go through the feature map first: φ = attn.elu_feature_map.",
+                    phrase("q and k go through the feature map first: φ = attn.elu_feature_map."),
                 ),
                 (
                     _step_variant(output_first=True),
-                    "compute y after adding token i to the state: causal attention lets "
-                    "token i attend to itself (j ≤ i).",
+                    phrase(
+                        "compute y after adding token i to the state: causal attention lets "
+                        "token i attend to itself (j ≤ i)."
+                    ),
                 ),
                 (
                     _step_variant(normalise=False),
-                    "y must be divided by the normaliser φ(q)·z, so that the weights sum to 1.",
+                    phrase(
+                        "y must be divided by the normaliser φ(q)·z, so that the weights sum to 1."
+                    ),
                 ),
             ]
             for variant, hint in mistakes:
@@ -246,14 +252,22 @@ def path_length_reference(model: str, i: int, j: int):
 @exercise("12.3", "path lengths")
 def _check_path_length(path_length) -> None:
     hints = {
-        "rnn": "input i enters cell i and is carried through cells i+1, …, j: that is "
-        "j − i + 1 cells; an output j < i has not read input i yet (None).",
-        "bidirectional rnn": "the forward RNN carries input i to the right (j − i + 1 cells), "
-        "the backward RNN to the left (i − j + 1 cells); output j has both.",
-        "self-attention": "one attention layer connects every output to every input "
-        "directly, whatever the distance.",
-        "causal self-attention": "the causal mask lets output j attend to the inputs i ≤ j, "
-        "directly; the inputs after j are out of reach (None).",
+        "rnn": phrase(
+            "input i enters cell i and is carried through cells i+1, …, j: that is "
+            "j − i + 1 cells; an output j < i has not read input i yet (None)."
+        ),
+        "bidirectional rnn": phrase(
+            "the forward RNN carries input i to the right (j − i + 1 cells), "
+            "the backward RNN to the left (i − j + 1 cells); output j has both."
+        ),
+        "self-attention": phrase(
+            "one attention layer connects every output to every input directly, whatever "
+            "the distance."
+        ),
+        "causal self-attention": phrase(
+            "the causal mask lets output j attend to the inputs i ≤ j, "
+            "directly; the inputs after j are out of reach (None)."
+        ),
     }
     for model in MODELS:
         for i in range(7):
@@ -263,19 +277,19 @@ def _check_path_length(path_length) -> None:
                 if want is None:
                     expect(
                         got is None,
-                        "{call} returned {got!r}, expected None. {hints_model}",
+                        "{call} returned {got!r}, expected None. {reason}",
                         call=call,
                         got=got,
-                        hints_model=hints[model],
+                        reason=hints[model],
                     )
                     continue
                 expect(
                     got is not None and int(got) == want,
-                    "{call} returned {got!r}, expected {want}. {hints_model}",
+                    "{call} returned {got!r}, expected {want}. {reason}",
                     call=call,
                     got=got,
                     want=want,
-                    hints_model=hints[model],
+                    reason=hints[model],
                 )
 
 

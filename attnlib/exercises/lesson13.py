@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import data
 from .. import numpy as attn
-from . import exercise, expect
+from . import exercise, expect, phrase
 
 
 def _random_edges(rng: np.random.Generator, num_nodes: int, num_edges: int) -> list:
@@ -26,15 +26,19 @@ def _graphs(seed: int):
     rng = np.random.default_rng(seed)
     example, mol = data.example_graph(), data.ethanol()
     graphs = [
-        ("the example graph", list(example.edges), 8),
-        ("ethanol", list(mol.edges), 9),
-        ("a path of 5 nodes", [(0, 1), (1, 2), (2, 3), (3, 4)], 5),
-        ("two triangles and an isolated node", [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)], 7),
+        (phrase("the example graph"), list(example.edges), 8),
+        (phrase("ethanol"), list(mol.edges), 9),
+        (phrase("a path of 5 nodes"), [(0, 1), (1, 2), (2, 3), (3, 4)], 5),
+        (
+            phrase("two triangles and an isolated node"),
+            [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)],
+            7,
+        ),
     ]
     for num_nodes, num_edges in ((6, 5), (10, 9), (12, 20), (9, 4)):
         graphs.append(
             (
-                f"a random graph ({num_nodes} nodes)",
+                phrase("a random graph ({num_nodes} nodes)", num_nodes=num_nodes),
                 _random_edges(rng, num_nodes, num_edges),
                 num_nodes,
             )
@@ -50,9 +54,13 @@ def _check_graph_mask(graph_mask_by_hand) -> None:
     for name, edges, n in _graphs(1001):
         for directed in (False, True):
             for self_loops in (True, False):
-                call = (
-                    f"graph_mask_by_hand(edges of {name}, {n}, directed={directed}, "
-                    f"self_loops={self_loops})"
+                call = phrase(
+                    "graph_mask_by_hand(edges of {name}, {n}, directed={directed}, "
+                    "self_loops={self_loops})",
+                    name=name,
+                    n=n,
+                    directed=directed,
+                    self_loops=self_loops,
                 )
                 got = np.asarray(graph_mask_by_hand(list(edges), n, directed, self_loops))
                 want = attn.graph_mask(edges, n, directed=directed, self_loops=self_loops)
@@ -135,7 +143,7 @@ def hop_distances_reference(edges, num_nodes: int) -> np.ndarray:
 @exercise("13.2", "hop distances")
 def _check_hop_distances(hop_distances) -> None:
     for name, edges, n in _graphs(1002):
-        call = f"hop_distances(edges of {name}, {n})"
+        call = phrase("hop_distances(edges of {name}, {n})", name=name, n=n)
         got = np.asarray(hop_distances(list(edges), n))
         want = hop_distances_reference(edges, n)
         expect(
@@ -211,28 +219,33 @@ def _distance(edges, num_nodes: int, source: int, target: int):
 def _check_first_influence(first_influence) -> None:
     graph = data.example_graph()
     cases = [
-        ("the example graph", list(graph.edges), 1, 0),
-        ("with the shortcut 3-5", [*graph.edges, (2, 4)], 1, 0),
-        ("without the edge 4-7", [e for e in graph.edges if e != (3, 6)], 1, 0),
-        ("the example graph", list(graph.edges), 7, 2),
-        ("a path 1-2-...-8", [(i, i + 1) for i in range(7)], 0, 7),
+        (phrase("the example graph"), list(graph.edges), 1, 0),
+        (phrase("with the shortcut 3-5"), [*graph.edges, (2, 4)], 1, 0),
+        (phrase("without the edge 4-7"), [e for e in graph.edges if e != (3, 6)], 1, 0),
+        (phrase("the example graph"), list(graph.edges), 7, 2),
+        (phrase("a path 1-2-...-8"), [(i, i + 1) for i in range(7)], 0, 7),
     ]
     for name, edges, source, target in cases:
         mask = attn.graph_mask(edges, 8)
         hops = _distance(edges, 8, source, target)
         want = hops if hops is not None and hops <= 6 else None
-        call = f"first_influence(mask of {name}, source={source}, target={target})"
+        call = phrase(
+            "first_influence(mask of {name}, source={source}, target={target})",
+            name=name,
+            source=source,
+            target=target,
+        )
         got = first_influence(mask, source, target)
         if want is None:
             expect(
                 got is None,
-                "{call} = {got!r}, but node {source_1}'s change never reaches node "
-                "{target_1} within 6 layers: return None when no number of layers up to "
+                "{call} = {got!r}, but node {source_node}'s change never reaches node "
+                "{target_node} within 6 layers: return None when no number of layers up to "
                 "len(stack) moves the output.",
                 call=call,
                 got=got,
-                source_1=source + 1,
-                target_1=target + 1,
+                source_node=source + 1,
+                target_node=target + 1,
             )
             continue
         expect(
@@ -256,21 +269,26 @@ def _variants(x, edges, n, w_q, w_k, w_v):
     return [
         (
             attn.attention(q, k, v)[0],
-            "this is full attention: every node attends to every node. Score only the "
-            "neighbours (and the node itself).",
+            phrase(
+                "this is full attention: every node attends to every node. Score only the "
+                "neighbours (and the node itself)."
+            ),
         ),
         (
             attn.attention(q, k, v, mask=attn.graph_mask(edges, n, self_loops=False))[0],
-            "each node should also attend to itself (a self-loop), as attn.graph_mask does by "
-            "default; here a node with no neighbours should return its own value, not zeros.",
+            phrase(
+                "each node should also attend to itself (a self-loop), as attn.graph_mask does "
+                "by default; here a node with no neighbours should return its own value, not "
+                "zeros."
+            ),
         ),
         (
             attn.attention(q, k, v, mask=one_way)[0],
-            "the edges are undirected: edge (i, j) lets i attend to j and j attend to i.",
+            phrase("the edges are undirected: edge (i, j) lets i attend to j and j attend to i."),
         ),
         (
             attn.attention(q, k, v, mask=attn.graph_mask(edges, n), scale=1.0)[0],
-            "divide the scores q_i · k_j by sqrt(d_k) before the softmax.",
+            phrase("divide the scores q_i · k_j by sqrt(d_k) before the softmax."),
         ),
     ]
 
@@ -282,7 +300,7 @@ def _check_message_passing(message_passing) -> None:
         d_model, d_k, d_v = 4, 3, 2
         x = rng.normal(0.0, 1.0, (n, d_model))
         w_q, w_k, w_v = (rng.normal(0.0, 1.0, (d_model, d)) for d in (d_k, d_k, d_v))
-        call = f"message_passing on {name}"
+        call = phrase("message_passing on {name}", name=name)
         got = np.asarray(
             message_passing(x.copy(), list(edges), w_q.copy(), w_k.copy(), w_v.copy()),
             dtype=float,
