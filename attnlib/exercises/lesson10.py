@@ -72,7 +72,7 @@ def _check_causal_tiles_per_step(causal_tiles_per_step) -> None:
             expect(
                 got[0] == 3,
                 "{call}[0] = {got_0}: at step 0 a process holds its own keys; of its 2 × 2 "
-                "tiles, the one with the later queries' chunk of keys against the earlier "
+                "tiles, the one with the later chunk of keys against the earlier chunk of "
                 "queries lies above the diagonal and is skipped: 3 tiles.",
                 call=call,
                 got_0=got[0],

@@ -124,7 +124,7 @@ def _check_receptive_field(receptive_field) -> None:
         expect(
             got != num_layers * kernel_size,
             "{call} = {got} = num_layers × kernel_size. Consecutive windows overlap: each new "
-            "layer adds kernel_size − 1 pixels to the side, not kernel_size.",
+            "layer adds kernel_size − 1 pixels to the side length, not kernel_size.",
             call=call,
             got=got,
         )

@@ -197,7 +197,7 @@ _WHY = {
     ),
     ("copy far", "exact"): phrase("exact attention can put almost all its weight on one key"),
     ("copy far", "truncated"): phrase(
-        "the token 2000 positions away lies outside the window of 64"
+        "the token 2000 positions away lies outside the window of ±64"
     ),
     ("copy far", "linear"): phrase(
         "each query would need a sharp peak on its own far key, a permutation of rank 4096; "

@@ -102,7 +102,7 @@ CAN_LEARN = {
 }
 
 _WHY = {
-    "A": phrase("the last card is up to 31 positions away, and only its *position* marks it"),
+    "A": phrase("the last card is up to 31 positions away, and only its position marks it"),
     "B": phrase(
         "the previous card is one position away, inside a window of 2, and it is on the left"
     ),
