@@ -205,6 +205,18 @@ def expect(condition: bool, hint: str, /, **values) -> None:
         raise ExerciseFailed(Message(hint, values))
 
 
+def expect_shape(got, want, call: Message | str) -> None:
+    """Inside a checker: fail unless array ``got`` has the shape of array ``want``; ``call``
+    says what was called (``phrase("layer_norm(x of shape {shape}, ...)", shape=...)``)."""
+    expect(
+        got.shape == want.shape,
+        "{call} has shape {got_shape}; expected {want_shape}.",
+        call=call,
+        got_shape=got.shape,
+        want_shape=want.shape,
+    )
+
+
 # The lessons' checkers register themselves on import.
 from . import (  # noqa: E402, F401
     lesson01,

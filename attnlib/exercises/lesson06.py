@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as attn
-from . import Message, exercise, expect, phrase
+from . import Message, exercise, expect, expect_shape, phrase
 
 # --------------------------------------------------------------------------- 06.1
 
@@ -170,13 +170,7 @@ def _check_layer_norm(layer_norm) -> None:
         call = phrase(
             "layer_norm(x of shape {shape}, gamma, beta, eps={eps})", shape=shape, eps=eps
         )
-        expect(
-            got.shape == want.shape,
-            "{call} has shape {got_shape}; expected {want_shape}.",
-            call=call,
-            got_shape=got.shape,
-            want_shape=want.shape,
-        )
+        expect_shape(got, want, call)
         expect(
             bool(np.all(np.isfinite(got))),
             "{call} contains NaN or inf. A token whose features are all equal has variance 0: "
@@ -369,13 +363,7 @@ def _check_decoder_block(decoder_block) -> None:
             call=call,
         )
         got = np.asarray(got, dtype=float)
-        expect(
-            got.shape == want.shape,
-            "{call} has shape {got_shape}; expected {want_shape}.",
-            call=call,
-            got_shape=got.shape,
-            want_shape=want.shape,
-        )
+        expect_shape(got, want, call)
         if np.allclose(got, want, atol=1e-10):
             continue
         for wrong, hint in _decoder_mistakes(x, memory, block, mask, memory_mask):

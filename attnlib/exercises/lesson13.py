@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import data
 from .. import numpy as attn
-from . import exercise, expect, phrase
+from . import exercise, expect, expect_shape, phrase
 
 
 def _random_edges(rng: np.random.Generator, num_nodes: int, num_edges: int) -> list:
@@ -64,13 +64,7 @@ def _check_graph_mask(graph_mask_by_hand) -> None:
                 )
                 got = np.asarray(graph_mask_by_hand(list(edges), n, directed, self_loops))
                 want = attn.graph_mask(edges, n, directed=directed, self_loops=self_loops)
-                expect(
-                    got.shape == want.shape,
-                    "{call} has shape {got_shape}; expected {want_shape}.",
-                    call=call,
-                    got_shape=got.shape,
-                    want_shape=want.shape,
-                )
+                expect_shape(got, want, call)
                 expect(
                     got.dtype == bool,
                     "{call} has dtype {got_dtype}; return a boolean mask (True = may attend), "
@@ -146,13 +140,7 @@ def _check_hop_distances(hop_distances) -> None:
         call = phrase("hop_distances(edges of {name}, {n})", name=name, n=n)
         got = np.asarray(hop_distances(list(edges), n))
         want = hop_distances_reference(edges, n)
-        expect(
-            got.shape == want.shape,
-            "{call} has shape {got_shape}; expected {want_shape}.",
-            call=call,
-            got_shape=got.shape,
-            want_shape=want.shape,
-        )
+        expect_shape(got, want, call)
         expect(
             np.issubdtype(got.dtype, np.number) and np.all(np.isfinite(got)),
             "{call} should contain whole numbers, with -1 (not inf or NaN) where there is no path.",
