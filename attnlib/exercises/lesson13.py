@@ -227,11 +227,13 @@ def _check_first_influence(first_influence) -> None:
         if want is None:
             expect(
                 got is None,
-                "{call} = {got!r}, but node {source_node}'s change never reaches node "
-                "{target_node} within 6 layers: return None when no number of layers up to "
-                "len(stack) moves the output.",
+                "{call} = {got!r}, but a change at node {source_node} (index {source}) never "
+                "reaches node {target_node} (index {target}) within 6 layers: return None when "
+                "no number of layers up to len(stack) moves the output.",
                 call=call,
                 got=got,
+                source=source,
+                target=target,
                 source_node=source + 1,
                 target_node=target + 1,
             )
