@@ -353,8 +353,9 @@ def own_catalogs() -> dict[str, dict[str, list[tuple[str, int]]]]:
     """The catalogs this tool keeps itself (not Sphinx): {name: {message: occurrences}}."""
     catalogs = {}
     for page in toc_entries():
-        if code_pieces(page) and comment_messages(page):
-            catalogs[code_catalog(page)] = comment_messages(page)
+        comments = comment_messages(page)
+        if comments:
+            catalogs[code_catalog(page)] = comments
     for module in exercise_modules():
         catalogs[exercise_catalog(module)] = checker_messages(module)
     return catalogs
@@ -502,7 +503,8 @@ class Problem:
 TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
 CHINESE_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)")
 SCALED_NUMBER = re.compile(r"(\d[\d,]*)\s+(thousand|million|billion)")
-SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+#: The words that multiply a number, in both languages.
+SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "万": 1e4, "亿": 1e8}
 
 
 def math_skeleton(formula: str) -> str:
@@ -517,8 +519,7 @@ def math_skeleton(formula: str) -> str:
 
 def chinese_numbers(text: str) -> set[float]:
     """The values written with 万 or 亿 in Chinese text: "3600 万" -> 36,000,000."""
-    scale = {"万": 1e4, "亿": 1e8}
-    return {round(float(n) * scale[unit]) for n, unit in CHINESE_NUMBER.findall(text)}
+    return {round(float(n) * SCALE[unit]) for n, unit in CHINESE_NUMBER.findall(text)}
 
 
 def preserved(msgid: str, msgstr: str) -> list[str]:
@@ -610,7 +611,8 @@ def key_term_cells(page: str) -> set[str]:
     found = set()
     for table in re.findall(r"^\| *English *\| *中文 *\|.*?(?=^[^|]|\Z)", source, re.M | re.S):
         for row in table.splitlines()[2:]:
-            found.add(" ".join(row.strip().strip("|").split("|")[0].split()))
+            start, end = split_table_row(row)[0]
+            found.add(" ".join(row[start:end].split()))
     return found
 
 
@@ -813,9 +815,9 @@ def checker_line(line: str) -> str:
     if match is None:
         return line
     status = match["status"]
-    hint = {"not attempted": NOT_ATTEMPTED, "correct": None}.get(status, "unknown")
-    if hint == "unknown":  # (a wrong answer's hint has values that the line does not keep)
+    if status == "wrong":  # (a wrong answer's hint has values that the line does not keep)
         raise Untranslatable(f"an output shows a wrong answer: {line[:80]!r}")
+    hint = NOT_ATTEMPTED if status == "not attempted" else None
     result = ExerciseResult(REGISTRY[match["id"]], status, hint)
     if result.render("en") != line:
         raise Untranslatable(f"a checker's output is out of date: {line[:80]!r}")
@@ -899,7 +901,7 @@ def translated_page(page: str, template: polib.POFile) -> str:
         text = translate_text(text, located, load_translations(page))
     except Untranslatable as error:
         raise Untranslatable(f"{page}: {error}") from None
-    if code_catalog(page) not in own_catalogs():
+    if not comment_messages(page):
         return text
     comments = load_translations(code_catalog(page), normalise=False)
     return PYTHON_BLOCK.sub(

@@ -46,11 +46,6 @@ def set_language(language: str) -> None:
     _settings["language"] = language
 
 
-def language() -> str:
-    """The language chosen with ``set_language`` ("en" unless changed)."""
-    return _settings["language"]
-
-
 @cache
 def _catalog(language: str) -> gettext.NullTranslations:
     """The compiled catalog of ``language`` (English: the messages as written)."""
