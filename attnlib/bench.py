@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import glob
 import json
 import os
 import statistics
@@ -47,6 +48,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -61,7 +63,11 @@ __all__ = [
     "REPEATS_AT_MOST",
     "peak_of",
     "seconds_of",
-    "median_seconds",
+    "timed_rounds",
+    "spread",
+    "medians",
+    "cpu_cores",
+    "load_average",
     "band_call",
     "one_head_call",
     "peak_bytes",
@@ -84,7 +90,7 @@ FULL = {
     "encoder": (8, 512, 256),  # B, L, d
     "triton_lengths": (1024, 2048, 4096, 8192, 16384),  # CUDA only
     "repeats": 10,
-    "least_seconds": 0.2,  # the shortest measurement (``median_seconds``)
+    "least_seconds": 0.2,  # the shortest measurement (``timed_rounds``)
 }
 QUICK = {
     "dense_length": 256,
@@ -98,7 +104,7 @@ QUICK = {
 }
 WINDOW, BAND_HEADS, HEAD_DIM, DENSE_HEADS = 64, 4, 64, 8
 MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 1024 matrices
-#: Set to a number, the most rounds ``median_seconds`` times (the test suite's simulated other
+#: Set to a number, the most rounds ``timed_rounds`` times (the test suite's simulated other
 #: computer sets 1: its kernels are not this machine's, so its timings only need to run).
 REPEATS_AT_MOST = "ATTNLIB_BENCH_REPEATS"
 
@@ -124,34 +130,88 @@ def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.
     return statistics.median(calls)
 
 
-def median_seconds(
-    candidates: dict, repeats: int, device: torch.device, pause: float = 0.05, least: float = 0.0
-) -> dict[str, float]:
-    """Median time of each candidate, timed in interleaved rounds after one warm-up round:
-    ``candidates`` ``{name: fn}`` (functions of no arguments) → ``{name: seconds}``.
+def timed_rounds(
+    candidates: dict,
+    repeats: int,
+    device: torch.device,
+    pause: float = 0.05,
+    least: float = 0.0,
+    warm_up: bool = True,
+) -> dict[object, np.ndarray]:
+    """Seconds of each candidate in each of ``repeats`` interleaved rounds: ``candidates``
+    ``{name: fn}`` (functions of no arguments) → ``{name: array of seconds, one per round}``.
 
     Interleaving (A, B, C, A, B, C, ...) exposes every candidate to the same slow and fast
-    moments of a busy machine, which keeps the ratios steady even when the times are not.
-    After each call the timer waits ``pause`` seconds (not counted): NumPy's BLAS threads keep
-    spinning for a moment after a call, and on a 2-core machine they would slow down
-    whichever candidate runs next. With ``least`` > 0 each measurement repeats the call back
-    to back for at least that long and keeps the median call (``seconds_of``): on a virtual
-    machine the first call after a pause can take milliseconds longer (the processors wake
-    up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``.
+    moments of a busy machine, so a ratio taken round by round (``rounds["A"] / rounds["B"]``,
+    element by element) is steadier than either time; print it with :func:`spread`. A first
+    round, not kept, warms up every candidate (``warm_up=False`` when the calls just before have
+    done so). After each call the timer waits ``pause`` seconds (not counted): NumPy's BLAS
+    threads keep spinning for a moment after a call, and on a 2-core machine they would slow
+    down whichever candidate runs next. With ``least`` > 0 each measurement repeats the call
+    back to back for at least that long and keeps the median call (``seconds_of``): on a
+    virtual machine the first call after a pause can take milliseconds longer (the processors
+    wake up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``.
 
     >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
-    >>> sorted(median_seconds(calls, repeats=3, device=torch.device("cpu"), pause=0.0))
-    ['max', 'sum']
+    >>> rounds = timed_rounds(calls, repeats=3, device=torch.device("cpu"), pause=0.0)
+    >>> sorted(rounds), rounds["sum"].shape
+    (['max', 'sum'], (3,))
     """
-    repeats = min(repeats, int(os.environ.get(REPEATS_AT_MOST, repeats)))
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for round_number in range(repeats + 1):
+    repeats = max(1, min(repeats, int(os.environ.get(REPEATS_AT_MOST, repeats))))
+    times: dict[object, list[float]] = {name: [] for name in candidates}
+    for round_number in range(repeats + warm_up):
         for name, fn in candidates.items():
             elapsed = seconds_of(fn, device, least)
             time.sleep(pause)
-            if round_number:  # round 0 is the warm-up
+            if round_number or not warm_up:  # with a warm-up, round 0 is not kept
                 times[name].append(elapsed)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: np.array(values) for name, values in times.items()}
+
+
+def spread(values, digits: int = 2, scale: float = 1.0) -> str:
+    """A set of measurements (seconds, or ratios taken round by round) as
+    ``"median [smallest–largest]"``, each multiplied by ``scale`` (1e3 for milliseconds) and
+    printed with ``digits`` decimals.
+
+    >>> spread(np.array([2.0, 2.5, 2.25]))
+    '2.25 [2.00–2.50]'
+    >>> spread(np.array([0.0012, 0.0011, 0.0013]), digits=1, scale=1e3)
+    '1.2 [1.1–1.3]'
+    """
+    values = np.asarray(values, dtype=float) * scale
+    return f"{np.median(values):.{digits}f} [{values.min():.{digits}f}–{values.max():.{digits}f}]"
+
+
+def medians(rounds: dict) -> dict:
+    """The median of each candidate's rounds (``timed_rounds``' result): ``{name: seconds}``.
+
+    >>> medians({"a": np.array([1.0, 3.0, 2.0])})
+    {'a': 2.0}
+    """
+    return {name: float(np.median(values)) for name, values in rounds.items()}
+
+
+def cpu_cores() -> str:
+    """This machine's logical CPUs and, on Linux, its physical cores (the sets of logical CPUs
+    that share a core), in words: a speed-up from a second thread means little without it.
+
+    >>> "logical CPUs" in cpu_cores()
+    True
+    """
+    shared = glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list")
+    cores = len({Path(path).read_text().strip() for path in shared}) if shared else "unknown"
+    return f"{os.cpu_count()} logical CPUs on {cores} cores"
+
+
+def load_average() -> float | None:
+    """Programs ready to run, averaged over the last minute (the caller included); None where
+    the system does not say. On a 2-core machine, below about 1.3 means the second core is
+    nearly always free, so a measurement of what two threads gain can be trusted.
+
+    >>> load_average() is None or load_average() >= 0
+    True
+    """
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def random_qkv(shape: tuple[int, ...], device: torch.device):
@@ -192,12 +252,13 @@ def dense_table(length: int, repeats: int, device: torch.device, least: float = 
         {"numpy": lambda: attn_np.attention(q_np, k_np, v_np)},
         {"matmul": lambda: square @ square},
     ]
-    times = {}
+    rounds = {}
     for group in groups:
         # NumPy one call at a time, after the pause: back to back, the BLAS threads still
         # spinning from one call would slow the next one's single-threaded parts.
         group_least = 0.0 if "numpy" in group else least
-        times.update(median_seconds(group, repeats, device, least=group_least))
+        rounds.update(timed_rounds(group, repeats, device, least=group_least))
+    times = medians(rounds)
     flops = 4 * DENSE_HEADS * length * length * HEAD_DIM
     rows = [
         (
@@ -224,12 +285,13 @@ def dense_table(length: int, repeats: int, device: torch.device, least: float = 
     ]
     lines = [f"Dense attention: B=1, H={DENSE_HEADS}, L={length}, d={HEAD_DIM}, float32"]
     lines.append(
-        f"  {'implementation':<40}{'ms':>9}  {'reference':<32}{'ms':>9}{'ratio':>8}{'target':>8}"
+        f"  {'implementation':<40}{'ms':>9}  {'reference':<32}{'ms':>9}"
+        f"{'ratio [min–max]':>19}{'target':>8}"
     )
     for name, ref_name, key, ref, target in rows:
         lines.append(
             f"  {name:<40}{times[key] * 1e3:>9.2f}  {ref_name:<32}{times[ref] * 1e3:>9.2f}"
-            f"{times[key] / times[ref]:>8.2f}{'≤ ' + str(target):>8}"
+            f"{spread(rounds[key] / rounds[ref]):>19}{'≤ ' + str(target):>8}"
         )
     rate = flops / times["sdpa"] / 1e9
     matmul_rate = 2 * MATMUL_SIZE**3 / times["matmul"] / 1e9
@@ -384,7 +446,8 @@ def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) 
     lines = [
         f"Truncated vs dense attention: B=1, H={BAND_HEADS}, d={HEAD_DIM}, "
         f"window {WINDOW}, float32",
-        f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up':>10}{'of bound':>10}"
+        f"  {'L':>6}{'dense ms':>11}{'truncated ms':>14}{'speed-up [min–max]':>22}"
+        f"{'of bound':>10}"
         f"{'dense MiB':>11}{'trunc. MiB':>12}{'trunc. / one L×L':>18}",
     ]
     dense_lengths, dense_seconds = [], []  # for the exponent of dense attention
@@ -392,18 +455,20 @@ def band_table(lengths, repeats: int, device: torch.device, least: float = 0.0) 
         kinds = ["truncated"] + (["dense"] if dense_fits(length, device) else [])
         calls = {kind: band_call(kind, length, device) for kind in kinds}
         long_run = length >= 16384  # one round is enough for calls of seconds
-        times = median_seconds(calls, 1 if long_run else repeats, device, least=least)
+        rounds = timed_rounds(calls, 1 if long_run else repeats, device, least=least)
+        times = medians(rounds)
         peaks = {kind: peak_bytes(kind, length, device) for kind in kinds}
         if "dense" in times:
             dense_lengths.append(length)
             dense_seconds.append(times["dense"])
         one_matrix = length * length * 4
         dense_ms = f"{times['dense'] * 1e3:>11.1f}" if "dense" in times else f"{'(skipped)':>11}"
-        speed_up, of_bound = f"{'':>10}", f"{'':>10}"
+        speed_up, of_bound = f"{'':>22}", f"{'':>10}"
         if "dense" in times:
-            ratio = times["dense"] / times["truncated"]
+            ratios = rounds["dense"] / rounds["truncated"]
             bound = length / (2 * WINDOW + 1)  # the share of scores the band computes
-            speed_up, of_bound = f"{ratio:>9.1f}×", f"{ratio / bound:>10.0%}"
+            speed_up = f"{spread(ratios, digits=1):>22}"
+            of_bound = f"{np.median(ratios) / bound:>10.0%}"
         dense_mib = f"{peaks['dense'] / 2**20:>11.0f}" if "dense" in peaks else f"{'':>11}"
         lines.append(
             f"  {length:>6}{dense_ms}{times['truncated'] * 1e3:>14.1f}{speed_up}{of_bound}"
@@ -433,7 +498,7 @@ def band_seconds(lengths, repeats: int, device: torch.device, least: float = 0.0
     rounds: an exponent fitted to times taken minutes apart (as the table's are, between calls
     of dense attention) measures the machine's drift as well as the band's growth."""
     calls = {length: band_call("truncated", length, device) for length in lengths}
-    times = median_seconds(calls, repeats, device, least=least)
+    times = medians(timed_rounds(calls, repeats, device, least=least))
     return [times[length] for length in lengths]
 
 
@@ -450,8 +515,9 @@ def tiled_table(
         "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
         "tiled": lambda: attn_torch.tiled_attention(q, k, v),
     }
-    times = median_seconds(calls, max(1, repeats // 3), device, least=least)
-    ratio = times["tiled"] / times["sdpa"]
+    rounds = timed_rounds(calls, max(1, repeats // 3), device, least=least)
+    times = medians(rounds)
+    ratio = spread(rounds["tiled"] / rounds["sdpa"])
     on_cpu = device.type == "cpu"
     block_q, block_k = _tiles.default_blocks(length, length, BAND_HEADS, on_cpu)  # those used
     one_head = _tiles.default_blocks(memory_length, memory_length, 1, on_cpu)
@@ -460,7 +526,7 @@ def tiled_table(
         f"  time, B=1, H={BAND_HEADS}, L={length}, d={HEAD_DIM}, blocks {block_q}×{block_k}: "
         f"tiled {times['tiled'] * 1e3:.1f} ms, "
         f"F.scaled_dot_product_attention {times['sdpa'] * 1e3:.1f} ms, "
-        f"ratio {ratio:.2f} (target ≤ 2)",
+        f"ratio {ratio} (target ≤ 2)",
     ]
     one_matrix = memory_length * memory_length * 4
     for kind in ("tiled", "tiled+backward"):
@@ -522,11 +588,12 @@ def encoder_table(
         f"weights, B={batch}, L={length}, d={d_model}, {heads} heads, d_ff={d_ff}, float32"
     ]
     for name, calls in groups.items():
-        times = median_seconds(calls, repeats, device, least=least)
+        rounds = timed_rounds(calls, repeats, device, least=least)
+        times = medians(rounds)
+        ratio = spread(rounds["attnlib"] / rounds["torch"])
         lines.append(
             f"  {name:<26} attnlib {times['attnlib'] * 1e3:8.1f} ms, torch "
-            f"{times['torch'] * 1e3:8.1f} ms, ratio {times['attnlib'] / times['torch']:.2f} "
-            "(target ≤ 1.2)"
+            f"{times['torch'] * 1e3:8.1f} ms, ratio {ratio} (target ≤ 1.2)"
         )
     return lines
 
@@ -592,21 +659,22 @@ def triton_table(lengths, repeats: int, device: torch.device, least: float = 0.0
         return [f"{title}: skipped ({reason})"]
     lines = [
         title,
-        f"  {'L':>6}{'fwd ms':>10}{'SDPA ms':>10}{'ratio':>7}{'fwd+bwd ms':>12}{'SDPA ms':>10}"
-        f"{'ratio':>7}{'peak MiB':>10}{'SDPA MiB':>10}",
+        f"  {'L':>6}{'fwd ms':>10}{'SDPA ms':>10}{'ratio [min–max]':>19}{'fwd+bwd ms':>12}"
+        f"{'SDPA ms':>10}{'ratio [min–max]':>19}{'peak MiB':>10}{'SDPA MiB':>10}",
     ]
     for length in lengths:
         calls = triton_calls(length, device)
         forward = {name: calls[name] for name in ("triton", "sdpa")}
         training = {name: calls[f"{name}+backward"] for name in ("triton", "sdpa")}
-        fwd = median_seconds(forward, repeats, device, least=least)
-        both = median_seconds(training, repeats, device, least=least)
+        fwd_rounds = timed_rounds(forward, repeats, device, least=least)
+        both_rounds = timed_rounds(training, repeats, device, least=least)
+        fwd, both = medians(fwd_rounds), medians(both_rounds)
         peaks = {name: peak_of(call, device)[1] for name, call in training.items()}
         lines.append(
             f"  {length:>6}{fwd['triton'] * 1e3:>10.2f}{fwd['sdpa'] * 1e3:>10.2f}"
-            f"{fwd['triton'] / fwd['sdpa']:>7.2f}"
+            f"{spread(fwd_rounds['triton'] / fwd_rounds['sdpa']):>19}"
             f"{both['triton'] * 1e3:>12.2f}{both['sdpa'] * 1e3:>10.2f}"
-            f"{both['triton'] / both['sdpa']:>7.2f}"
+            f"{spread(both_rounds['triton'] / both_rounds['sdpa']):>19}"
             f"{peaks['triton'] / 2**20:>10.1f}{peaks['sdpa'] / 2**20:>10.1f}"
         )
     lines.append(
@@ -649,7 +717,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(triton_table(sizes["triton_lengths"], repeats, device, least)))
     print(
         "Times: medians of interleaved rounds, each measurement the median of back-to-back calls "
-        f"lasting {least} s or more. Memory: one call in a fresh process."
+        f"lasting {least} s or more; ratios: the median [smallest–largest] of the ratios taken "
+        "round by round. Memory: one call in a fresh process."
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -36,6 +37,7 @@ def test_quick_bench_reports_every_row():
         "of one L×L float32 matrix",
         "forward+backward:",
         "forward (eval, no grad)",
+        "ratio [min–max]",
         "forward+backward (train)",
     ):
         assert row in out, out
@@ -67,13 +69,13 @@ def test_the_bands_exponent_times_every_length_in_the_same_rounds(monkeypatch):
     """All lengths are candidates of one interleaved measurement, so that a machine that slows
     down halfway does not bend the fitted exponent."""
     measured = []
-    real = bench.median_seconds
+    real = bench.timed_rounds
 
     def spy(candidates, *args, **kwargs):
         measured.append(list(candidates))
         return real(candidates, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "median_seconds", spy)
+    monkeypatch.setattr(bench, "timed_rounds", spy)
     seconds = bench.band_seconds((256, 512, 1024), repeats=1, device=torch.device("cpu"))
     assert measured == [[256, 512, 1024]]
     assert len(seconds) == 3 and all(s > 0 for s in seconds)
@@ -85,9 +87,28 @@ def test_repeats_are_capped_by_the_environment(monkeypatch):
     calls = []
     candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
     monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
-    bench.median_seconds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
+    rounds = bench.timed_rounds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
     assert calls == ["a", "b"] * 2  # the warm-up round and one timed round
+    assert [len(seconds) for seconds in rounds.values()] == [1, 1]
     monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
     calls.clear()
-    bench.median_seconds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
+    rounds = bench.timed_rounds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
     assert calls == ["a", "b"] * 6
+    assert [len(seconds) for seconds in rounds.values()] == [5, 5]
+
+
+def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up():
+    """Each candidate's seconds, one per round, in the order they were timed: a ratio taken
+    round by round pairs calls made moments apart."""
+    durations = iter([0.0, 0.005, 0.01, 0.015, 0.02, 0.025])  # a, b, a, b, ...
+    candidates = {name: (lambda: time.sleep(next(durations))) for name in "ab"}
+    rounds = bench.timed_rounds(
+        candidates, repeats=3, device=torch.device("cpu"), pause=0.0, warm_up=False
+    )
+    assert rounds["a"].shape == rounds["b"].shape == (3,)
+    assert np.all(np.diff(rounds["a"]) > 0.005) and np.all(rounds["b"] > rounds["a"] + 0.002)
+
+
+def test_spread_prints_the_median_and_the_range():
+    assert bench.spread(np.array([3.0, 1.0, 2.0])) == "2.00 [1.00–3.00]"
+    assert bench.spread([0.5], digits=1, scale=10) == "5.0 [5.0–5.0]"

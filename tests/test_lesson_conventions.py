@@ -223,8 +223,8 @@ def test_every_key_term_is_in_the_glossary_with_a_lesson_link():
     known = set().union(*(normalised_terms(row[0]) for row in rows))
     for row in rows:
         assert CJK.search(row[1]), row
-        link = re.fullmatch(r"\[(\d\d)\]\(\.\./lessons/(\d\d_\w+)\.ipynb\)", row[3])
-        assert link and (ROOT / "lessons" / f"{link.group(2)}.ipynb").is_file(), row
+        link = re.fullmatch(r"\{lesson\}`(\w+)`", row[3])
+        assert link and len(list((ROOT / "lessons").glob(f"??_{link.group(1)}.ipynb"))) == 1, row
     missing = []
     for path in LESSONS:
         nb = nbformat.read(path, as_version=4)
