@@ -224,3 +224,11 @@ def test_every_bibliography_entry_is_cited():
     cited = set().union(*(cited_keys(text) for _, text in prose_units()))
     assert not entries - cited, f"never cited: {sorted(entries - cited)}"
     assert not cited - entries, f"cited but not in references.bib: {sorted(cited - entries)}"
+
+
+def test_the_readmes_links_to_the_repository_exist():
+    """README.md is read on the repository's front page, not built: its links to lessons and
+    pages name files, which must exist (a renumbering renames them)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\((?!https?://|#)([^)]+)\)", readme)
+    assert targets and not [t for t in targets if not (ROOT / t).exists()], targets

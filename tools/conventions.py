@@ -7,8 +7,9 @@ AVX-512, ARM), any thread count and any BLAS the pinned versions allow. Exact re
 compared in full. Figures that come out of a float32 training run or a timing are not: their
 cell is tagged ``nbval-ignore-output`` (``IGNORE_OUTPUT_TAG``), prints this machine's
 figures, and carries its claims in asserts with honest margins, which hold on every machine
-and for other seeds (``tools/seed_sweep.py``). ``make test`` runs every lesson a second
-time under a simulated other machine to enforce this (``tests/test_other_machine.py``).
+and for other seeds (``tools/seed_sweep.py``). ``make test`` runs every lesson on a
+simulated other computer (``tools/run_notebooks.other_machine_env``) and compares every
+compared output byte for byte, to enforce this (``tests/test_lessons.py``).
 
 The repository's address is written once, as ``repository.url`` in ``_config.yml``.
 
