@@ -109,8 +109,32 @@ def test_the_hand_typed_pattern_refuses_numbers_and_accepts_roles():
     assert not any(hand_typed(text) for text in accepted), [t for t in accepted if hand_typed(t)]
 
 
+def lesson_column_numbers(text: str) -> list[str]:
+    """The bare numbers in a Markdown table's column headed "lesson" or "lessons"."""
+    found, column = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if column is None:
+            headed = [i for i, cell in enumerate(cells) if cell.lower() in ("lesson", "lessons")]
+            column = headed[0] if headed else -1
+        elif 0 <= column < len(cells) and not set(cells[column]) <= set("-: "):
+            found += re.findall(r"\b\d\d\b", LESSON_ROLE.sub("", cells[column]))
+    return found
+
+
+def test_a_lesson_column_with_a_typed_number_is_refused():
+    table = (
+        "| model | lesson |\n|---|---|\n| CNN | 10 |\n| GRU | {lesson}`self_attention_and_rnns` |"
+    )
+    assert lesson_column_numbers(table) == ["10"]
+
+
 def test_no_lesson_number_is_typed_by_hand():
     found = [(where, hit) for where, text in prose_units() for hit in hand_typed(text)]
+    found += [(where, n) for where, text in prose_units() for n in lesson_column_numbers(text)]
     for path in LESSONS:
         found += [
             (f"{path.stem} code", hit) for code in code_cells(path) for hit in hand_typed(code)
