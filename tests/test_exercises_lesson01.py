@@ -54,6 +54,11 @@ def summed_energy(window_ms, hop_ms):  # the lesson's sum, not the mean: window-
     return len(cut), len(voiced_segments(np.log10((cut**2).sum(axis=1)) > -1.0))
 
 
+def summed_power(window_ms, hop_ms):  # the same mistake, written without the logarithm
+    cut = data.frame_signal(SIGNAL, 16000, window_ms, hop_ms)
+    return len(cut), len(voiced_segments((cut**2).sum(1) > 0.1))
+
+
 def task_types_with(**changes):
     answer = {**TASK_TYPES, **{t.replace("_", " "): v for t, v in changes.items()}}
     return {task: kind for task, kind in answer.items() if kind is not ...}
@@ -67,7 +72,9 @@ WRONG = [
     ("01.2", lambda a, b: float(a @ b), "plain dot product"),
     ("01.2", lambda a, b: float(a @ b / np.linalg.norm(a) ** 2), "‖a‖ ‖b‖"),
     ("01.2", lambda a, b: a * b, "one number"),
-    ("01.3", summed_energy, "the mean, not the sum"),
+    ("01.3", summed_energy, "the segment count 1 of the summed energy"),
+    ("01.3", summed_power, "Frames of 80 ms hold 1280 samples, 3.2 times as many"),
+    ("01.3", lambda w, h: (count_segments(w, h)[0], 4), "the mean, not the sum"),
     ("01.3", lambda w, h: count_segments(25, 10), "Pass the window and hop through"),
     ("01.3", lambda w, h: count_segments(w, h)[1], "pair"),
     ("01.4", task_types_with(speech_recognition="N→N"), "speech recognition"),
@@ -78,11 +85,10 @@ WRONG = [
 
 
 def test_longer_frames_merge_the_vowels():
-    assert [count_segments(w, h) for w, h in [(25, 10), (50, 20), (100, 50)]] == [
-        (98, 4),
-        (48, 4),
-        (19, 1),
-    ]
+    settings = [(25, 10), (50, 20), (80, 40), (100, 50)]  # the runs exercise 01.3 asks for
+    assert [count_segments(w, h) for w, h in settings] == [(98, 4), (48, 4), (24, 2), (19, 1)]
+    # The sum agrees with the mean except at 80/40, where the learner sees why the mean matters.
+    assert [summed_power(w, h) for w, h in settings] == [(98, 4), (48, 4), (24, 1), (19, 1)]
 
 
 def test_task_types_accepts_ascii_arrows():

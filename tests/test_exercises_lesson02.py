@@ -62,6 +62,20 @@ def attend_all_output_only(x):
     return attend_all(x)[0]
 
 
+def attend_one_naive(x, i):  # math.exp of the raw scores: overflows on large ones
+    import math
+
+    scores = [float(np.dot(x[i], x[j])) for j in range(len(x))]
+    exps = [math.exp(s) for s in scores]
+    return sum(e / sum(exps) * x[j] for j, e in enumerate(exps))
+
+
+def attend_all_naive(x):  # np.exp of the raw scores: inf / inf = nan on large ones
+    exps = np.exp(x @ x.T)
+    weights = exps / exps.sum(axis=1, keepdims=True)
+    return weights @ x, weights
+
+
 def is_permutation_invariant(f, x, perm):  # invariance is not equivariance
     return bool(np.allclose(f(x[perm]), f(x)))
 
@@ -76,7 +90,9 @@ CORRECT = {
 WRONG = [
     ("02.1", attend_one_scaled, "no scaling"),
     ("02.1", attend_one_no_softmax, "softmax"),
+    ("02.1", attend_one_naive, "Subtract each row's largest score"),
     ("02.2", attend_all_columns, "axis=1"),
+    ("02.2", attend_all_naive, "breaks down on large scores"),
     ("02.2", attend_all_output_only, "pair"),
     ("02.3", lambda scale: king_weights(scale**0.5), "multiplies each dot product"),
     ("02.3", lambda scale: king_weights(1.0), "is off"),

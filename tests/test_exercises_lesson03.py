@@ -41,6 +41,13 @@ def mean_max_weight(sigma_q, sigma_k, d_k, scale, n=2000):
 # ---------------------------------------------------------------- plausible mistakes
 
 
+def self_attention_naive(x, w_q, w_k, w_v):  # a softmax without the max: overflows
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    exps = np.exp(q @ k.T / np.sqrt(q.shape[-1]))
+    weights = exps / exps.sum(axis=1, keepdims=True)
+    return weights @ v, weights
+
+
 def self_attention_unscaled(x, w_q, w_k, w_v):
     q, k, v = x @ w_q, x @ w_k, x @ w_v
     weights = _softmax(q @ k.T, axis=1)
@@ -95,6 +102,7 @@ CORRECT = {
 }
 
 WRONG = [
+    ("03.1", self_attention_naive, "e^s overflows once s passes about 709"),
     ("03.1", self_attention_unscaled, "sqrt(d_k) before the softmax"),
     ("03.1", self_attention_scaled_by_d_model, "not by sqrt of the width of x"),
     ("03.1", self_attention_swapped, "swapped"),

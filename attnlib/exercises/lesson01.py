@@ -101,7 +101,8 @@ def _check_cosine_similarity(cosine_similarity) -> None:
 #: The voiced/silent rule of lesson 01 per sample: its energy threshold, 0.1 (a log10 energy
 #: of −1), shared out over the 400 samples of a 25 ms frame.
 VOICED_POWER = 0.1 / 400
-#: (window_ms, hop_ms) settings the checker tries: the lesson's and longer ones.
+#: (window_ms, hop_ms) settings the checker tries: the lesson's and longer ones. The mean and
+#: the summed energy agree at 25/10, 50/20 and 100/50; 80/40 tells them apart (2 segments vs 1).
 FRAME_SETTINGS = [(25, 10), (50, 20), (80, 40), (100, 50), (30, 15)]
 
 
@@ -111,11 +112,25 @@ def _segments(labels) -> int:
     return int(np.sum(np.diff(padded) == 1))
 
 
+def _frames(window_ms: float, hop_ms: float) -> np.ndarray:
+    """The 1 s signal of lesson 01 cut into frames of ``window_ms`` every ``hop_ms``."""
+    signal, _ = data.speech_like_signal(duration_s=1.0, sample_rate=16000)
+    return data.frame_signal(signal, 16000, window_ms, hop_ms)
+
+
 def frames_and_segments(window_ms: float, hop_ms: float) -> tuple[int, int]:
     """Lesson 01's experiment with other frames: (frames, voiced segments) of the 1 s signal."""
-    signal, _ = data.speech_like_signal(duration_s=1.0, sample_rate=16000)
-    frames = data.frame_signal(signal, 16000, window_ms, hop_ms)
+    frames = _frames(window_ms, hop_ms)
     return len(frames), _segments((frames**2).mean(axis=1) > VOICED_POWER)
+
+
+def summed_segments(window_ms: float, hop_ms: float) -> int:
+    """The voiced segments that the lesson's own rule, summed energy above 0.1, would find.
+
+    It is the plausible mistake of exercise 01.3: it agrees with the mean rule at 25/10 and
+    50/20 ms, and finds fewer segments from 70 ms frames on (one instead of two at 80/40).
+    """
+    return _segments((_frames(window_ms, hop_ms) ** 2).sum(axis=1) > 0.1)
 
 
 @exercise("01.3", "longer frames")
@@ -139,6 +154,22 @@ def _check_count_segments(count_segments) -> None:
             window_ms=window_ms,
             hop_ms=hop_ms,
             frames=frames,
+        )
+        summed = summed_segments(window_ms, hop_ms)
+        samples = window_ms * 16
+        expect(
+            got[1] == segments or got[1] != summed,
+            "{call} gives the segment count {found} of the summed energy, "
+            "(frames**2).sum(axis=1) > 0.1; the mean power gives {segments}. Frames of "
+            "{window_ms} ms hold {samples} samples, {ratio:g} times as many as frames of 25 ms, "
+            "so their summed energy is {ratio:g} times larger for the same sound, and frames "
+            "over the quiet gaps pass the threshold. Use (frames**2).mean(axis=1) > 0.1 / 400.",
+            call=call,
+            found=got[1],
+            segments=segments,
+            window_ms=window_ms,
+            samples=samples,
+            ratio=samples / 400,
         )
         expect(
             got[1] == segments,

@@ -21,14 +21,60 @@ def _reference(x):
     return attn.attention(x, x, x, scale=1.0)
 
 
+#: The checkers of 02.1, 02.2 and 03.1 end with inputs scaled by this factor: their scores run
+#: into the thousands, far past s ≈ 709, where e^s overflows a float64.
+LARGE = 30.0
+
+
+def _large_input(seed: int = 5) -> np.ndarray:
+    """A (4, 6) sentence scaled by LARGE: its dot products are in the thousands."""
+    return LARGE * np.random.default_rng(seed).normal(0.0, 1.0, (4, 6))
+
+
+def on_large_scores(function, *args, call: str, top: float):
+    """``function(*args)``, or a failed check naming the overflow of a softmax without its max.
+
+    The learner's code runs with NumPy's overflow warnings off: the hint says what went wrong.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            result = function(*args)
+        except OverflowError:  # math.exp of a large score
+            result = None
+        parts = result if isinstance(result, tuple) else (result,)
+        try:
+            finite = result is not None and all(
+                np.isfinite(np.asarray(p, float)).all() for p in parts
+            )
+        except (TypeError, ValueError):
+            finite = True  # not arrays: the checks that follow say what is wrong
+    expect(
+        finite,
+        "{call} breaks down on large scores (inputs scaled by {factor:g}, scores up to {top:.0f}): "
+        "e^s overflows once s passes about 709. Subtract each row's largest score before the "
+        "exponential; the softmax stays the same.",
+        call=call,
+        factor=LARGE,
+        top=top,
+    )
+    return result
+
+
 @exercise("02.1", "attend_one with loops")
 def _check_attend_one(attend_one) -> None:
     e = royal_embeddings()
     royal = np.array([e["king"], e["queen"], e["dog"]])
-    for x in [royal, *_random_inputs()]:
+    large = _large_input()
+    for x in [royal, *_random_inputs(), large]:
         expected, _ = _reference(x)
         for i in range(len(x)):
-            got = np.asarray(attend_one(x.copy(), i), dtype=float)
+            if x is large:
+                call = f"attend_one(x, {i})"
+                top = float((x @ x.T).max())
+                got = on_large_scores(attend_one, x.copy(), i, call=call, top=top)
+            else:
+                got = attend_one(x.copy(), i)
+            got = np.asarray(got, dtype=float)
             expect(
                 got.shape == (x.shape[1],),
                 "attend_one(x, {i}) should return one vector of length d = {d}; got shape {shape}.",
@@ -48,8 +94,13 @@ def _check_attend_one(attend_one) -> None:
 
 @exercise("02.2", "attend_all in matrix form")
 def _check_attend_all(attend_all) -> None:
-    for x in _random_inputs(seed=3):
-        result = attend_all(x.copy())
+    large = _large_input()
+    for x in [*_random_inputs(seed=3), large]:
+        if x is large:
+            top = float((x @ x.T).max())
+            result = on_large_scores(attend_all, x.copy(), call="attend_all(x)", top=top)
+        else:
+            result = attend_all(x.copy())
         expect(
             isinstance(result, tuple) and len(result) == 2,
             "attend_all(x) should return a pair (output, weights).",

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import numpy as attn
 from . import exercise, expect
+from .lesson02 import LARGE, on_large_scores
 
 
 def _random_layers(seed: int):
@@ -38,16 +39,21 @@ def _pair(result, name: str, first: str, second: str):
 
 @exercise("03.1", "self-attention with given weights")
 def _check_self_attention(self_attention) -> None:
-    for x, w_q, w_k, w_v in _random_layers(seed=31):
+    cases = [(*case, False) for case in _random_layers(seed=31)]
+    x, w_q, w_k, w_v, _ = cases[1]
+    cases.append((LARGE * x, w_q, w_k, w_v, True))  # scores in the thousands: e^s overflows
+    for x, w_q, w_k, w_v, large in cases:
         length, d = x.shape
         d_k, d_v = w_q.shape[1], w_v.shape[1]
-        output, weights = _pair(
-            self_attention(x.copy(), w_q.copy(), w_k.copy(), w_v.copy()),
-            "self_attention(x, w_q, w_k, w_v)",
-            "output",
-            "weights",
-        )
         q, k, v = x @ w_q, x @ w_k, x @ w_v
+        args = (x.copy(), w_q.copy(), w_k.copy(), w_v.copy())
+        call = "self_attention(x, w_q, w_k, w_v)"
+        if large:
+            top = float((q @ k.T).max() / np.sqrt(d_k))
+            result = on_large_scores(self_attention, *args, call=call, top=top)
+        else:
+            result = self_attention(*args)
+        output, weights = _pair(result, call, "output", "weights")
         expected_out, expected_w = attn.attention(q, k, v)
         shapes = f"x {x.shape}, w_q {w_q.shape}, w_v {w_v.shape}"
         expect(
