@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from functools import cache
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +12,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from attnlib import numpy as attn
 from attnlib import torch as tattn
-from attnlib.exercises.lesson04 import multi_head_cost_reference
+from attnlib.exercises.lesson04 import (
+    head_task,
+    head_task_loss,
+    head_verdict,
+    multi_head_cost_reference,
+)
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -43,10 +51,57 @@ def multi_head_cost(length, d_model, num_heads, d_k, d_v):
     return params, projections + attention, num_heads * length * length
 
 
+def hand_built_layer(num_heads, sharpness=20.0):
+    """A layer of the lesson's size (640 parameters, width 16 // num_heads per head) whose heads
+    are set by hand: some find the previous token, the others the tokens of the same class.
+    Queries and keys are points on a circle, so a head of width 2 can do it; lower sharpness
+    blurs the weights and raises the loss."""
+    width, length, classes = 16 // num_heads, 6, 4
+    layer = tattn.MultiHeadAttention(10, num_heads, d_k=width, d_v=width, seed=0)
+    w_q, w_k, w_v, w_o = (torch.zeros_like(w) for w in (layer.w_q, layer.w_k, layer.w_v, layer.w_o))
+    scale = sharpness * math.sqrt(width)
+
+    def circle(k, n):
+        return torch.tensor([math.cos(2 * math.pi * k / n), math.sin(2 * math.pi * k / n)])
+
+    head = 0
+    # previous-token heads: query = the circle point of position i - 1, key = that of position j;
+    # values carry the class, split over as many heads as it takes
+    for first in range(0, classes, width):
+        cols = slice(head * width, head * width + 2)
+        for p in range(length):
+            w_q[p, cols] = scale * circle(max(p - 1, 0), length)
+            w_k[p, cols] = circle(p, length)
+        for c in range(first, min(first + width, classes)):
+            w_v[length + c, head * width + c - first] = 1.0
+            w_o[head * width + c - first, c] = 1.0
+        head += 1
+    # same-class heads: query and key = the circle point of the class; values carry the position
+    for first in range(0, length, width):
+        cols = slice(head * width, head * width + 2)
+        for c in range(classes):
+            w_q[length + c, cols] = scale * circle(c, classes)
+            w_k[length + c, cols] = circle(c, classes)
+        for p in range(first, min(first + width, length)):
+            w_v[p, head * width + p - first] = 1.0
+            w_o[head * width + p - first, classes + p] = 1.0
+        head += 1
+    assert head <= num_heads
+    with torch.no_grad():
+        for param, value in zip((layer.w_q, layer.w_k, layer.w_v, layer.w_o), (w_q, w_k, w_v, w_o)):
+            param.copy_(value)
+    return layer
+
+
+@cache
+def head_layers(num_heads, seed, sharpness=None):
+    """Stands in for a trained layer of the lesson (the notebook's solution trains the real
+    ones): hand-built heads, exact for even seeds and blurred, like a stuck run, for odd ones."""
+    return hand_built_layer(num_heads, sharpness or (20.0 if seed % 2 == 0 else 3.5))
+
+
 def head_experiment(num_heads, seeds):
-    """Stands in for the lesson's training loop (the notebook's solution runs the real one):
-    one head stays above 0.2 on the lesson's task, several heads get below it."""
-    return [0.21 if num_heads == 1 else 0.01 * seed for seed in seeds]
+    return [head_layers(num_heads, seed) for seed in seeds]
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -96,11 +151,29 @@ def cost_no_heads_in_scores(length, d_model, num_heads, d_k, d_v):
     return params, flops - 2 * (num_heads - 1) * length * length * (d_k + d_v), entries
 
 
+def heads_final_training_losses(num_heads, seeds):
+    """Numbers instead of layers: what train(num_heads, seed)[1][-1] gives (made up here)."""
+    return [0.21 if num_heads == 1 else 0.01 * seed for seed in seeds]
+
+
+def heads_pairs(num_heads, seeds):
+    return [(layer, [0.5, 0.1]) for layer in head_experiment(num_heads, seeds)]  # train's pair
+
+
+def heads_ignore_num_heads(num_heads, seeds):
+    return head_experiment(2, seeds)
+
+
+def heads_untrained(num_heads, seeds):
+    width = 16 // num_heads
+    return [tattn.MultiHeadAttention(10, num_heads, d_k=width, d_v=width, seed=s) for s in seeds]
+
+
 CORRECT = {
     "04.1": split_heads_by_hand,
     "04.2": multi_head_forward,
     "04.3": multi_head_cost,
-    "04.4": head_experiment,
+    "04.4": (head_experiment, "no reliable gain"),
 }
 
 WRONG = [
@@ -115,9 +188,16 @@ WRONG = [
     ("04.3", cost_one_matrix, "own (L, L)"),
     ("04.3", cost_no_heads_in_scores, "in each of the H heads"),
     ("04.3", lambda *args: 42, "tuple of three"),
-    ("04.4", lambda heads, seeds: [0.05 for _ in seeds], "pass num_heads on"),
-    ("04.4", lambda heads, seeds: [0.21 for _ in seeds], "four heads of width 4"),
-    ("04.4", lambda heads, seeds: [0.1], "one test loss"),
+    ("04.4", (heads_final_training_losses, "no reliable gain"), "not numbers"),
+    ("04.4", (lambda heads, seeds: [0.01, 0.0, 0.05], "no reliable gain"), "one trained layer"),
+    ("04.4", (heads_pairs, "no reliable gain"), "Keep only the layer"),
+    ("04.4", (heads_ignore_num_heads, "no reliable gain"), "Pass num_heads on"),
+    ("04.4", (heads_untrained, "no reliable gain"), "Is it trained?"),
+    ("04.4", (head_experiment, "reliably better"), "does not match the runs"),
+    ("04.4", (head_experiment, "worse"), "does not match the runs"),
+    ("04.4", (head_experiment, "yes"), "answer with"),
+    ("04.4", (head_experiment, None), "Now answer the question"),
+    ("04.4", head_experiment, "Pass the function and your answer together"),
 ]
 
 
@@ -133,3 +213,27 @@ def test_cost_reference_counts_what_pytorch_computes(case):
     assert sum(p.numel() for p in layer.parameters()) == params
     assert counter.get_total_flops() == flops
     assert weights.numel() == entries
+
+
+def test_hand_built_heads_solve_the_task_at_every_width():
+    """The lesson's task can be solved exactly with 2, 4 or 8 heads of the same 640 parameters:
+    more heads are no less expressive, so what 04.4 measures is what training finds."""
+    x, y = head_task(500, seed=0)
+    for heads in (2, 4, 8):
+        layer = hand_built_layer(heads)
+        assert sum(p.numel() for p in layer.parameters()) == 640
+        assert head_task_loss(layer, x, y) < 1e-4
+        assert 0.01 < head_task_loss(hand_built_layer(heads, sharpness=3.5), x, y) < 0.2
+
+
+@pytest.mark.parametrize(
+    ("more", "two", "verdict"),
+    [
+        ([0.01, 0.02], [0.05, 0.06], "reliably better"),
+        ([0.0, 0.07], [0.0, 0.05], "no reliable gain"),
+        ([0.052, 0.06], [0.0, 0.05], "no reliable gain"),  # within the margin
+        ([0.06, 0.07], [0.0, 0.05], "worse"),
+    ],
+)
+def test_head_verdict(more, two, verdict):
+    assert head_verdict(more, two) == verdict

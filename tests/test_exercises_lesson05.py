@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
+from torch import nn
 
 from attnlib import numpy as attn
-from attnlib.exercises.lesson05 import interleaved_shift_matrix, untrained_positions_reference
+from attnlib import torch as tattn
+from attnlib.exercises.lesson05 import copy_accuracy, interleaved_shift_matrix, moved_rows
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -26,8 +29,28 @@ def shift_matrix_split(k, d_model, base=10000.0):
     return np.block([[c, s], [-s, c]])
 
 
-def untrained_positions(max_len, train_lengths):
-    return list(range(min(max(train_lengths), max_len), max_len))
+class CopyModel(nn.Module):
+    """Stands in for the lesson's learned model (the notebook's solution trains the real one):
+    rows 0 … trained_rows - 1 of its 128-row table differ from their initial values, and it
+    copies the previous token exactly at positions 1 … trained_rows - 1, and outputs flat scores
+    (so its guess is symbol 0, right 1 time in 16) elsewhere."""
+
+    def __init__(self, trained_rows, symbols=16, d_model=64):
+        super().__init__()
+        self.table = tattn.LearnedPositionalEmbedding(128, d_model, seed=0)
+        self.trained_rows, self.symbols = trained_rows, symbols
+        with torch.no_grad():
+            self.table.weight[:trained_rows] += 1.0
+
+    def forward(self, tokens):
+        logits = torch.zeros(*tokens.shape, self.symbols)
+        copied = nn.functional.one_hot(tokens[:, :-1], self.symbols).float()
+        logits[:, 1 : self.trained_rows] = copied[:, : self.trained_rows - 1]
+        return logits, None
+
+
+def short_training(length):
+    return CopyModel(length), list(range(length, 128))
 
 
 # ---------------------------------------------------------------- plausible mistakes
@@ -80,16 +103,20 @@ def shift_identity(k, d_model, base=10000.0):
     return np.eye(d_model)
 
 
-def untrained_off_by_one(max_len, train_lengths):
-    return list(range(max(train_lengths) + 1, max_len))
+def short_untrained_off_by_one(length):
+    return CopyModel(length), list(range(length + 1, 128))
 
 
-def untrained_none(max_len, train_lengths):
-    return []
+def short_lists_moved_rows(length):
+    return CopyModel(length), list(range(length))
 
 
-def untrained_beyond_table(max_len, train_lengths):
-    return list(range(max(train_lengths), max_len + 1))
+def short_full_length(length):
+    return CopyModel(128), []  # trained on 128 tokens: length not passed on
+
+
+def short_untrained_model(length):
+    return CopyModel(0), list(range(128))
 
 
 def extrapolation(base, seed=0):
@@ -102,7 +129,7 @@ CORRECT = {
     "05.1": sinusoidal_row,
     "05.2": shift_matrix_split,
     "05.3": extrapolation,
-    "05.4": untrained_positions,
+    "05.4": short_training,
 }
 
 WRONG = [
@@ -121,9 +148,12 @@ WRONG = [
     ("05.3", lambda base, seed=0: (0.5, base / 1e5), "copies almost every token"),
     ("05.3", lambda base, seed=0: (0.99, 1.0 - base / 1e6), "only part of the time"),
     ("05.3", lambda base, seed=0: [0.99, 0.6], "return the pair"),
-    ("05.4", untrained_off_by_one, "off by one"),
-    ("05.4", untrained_none, "every row was trained"),
-    ("05.4", untrained_beyond_table, "no such rows"),
+    ("05.4", short_untrained_off_by_one, "off by one"),
+    ("05.4", short_lists_moved_rows, "rows that training moved"),
+    ("05.4", short_full_length, "Pass length on"),
+    ("05.4", short_untrained_model, "no row of the model's table moved"),
+    ("05.4", lambda length: CopyModel(length), "return the pair"),
+    ("05.4", lambda length: (nn.Linear(2, 2), []), "no learned table"),
 ]
 
 
@@ -133,6 +163,8 @@ def test_interleaved_shift_matrix_shifts_the_encoding():
         assert np.allclose(table[:-k] @ interleaved_shift_matrix(k, 8).T, table[k:], atol=1e-12)
 
 
-def test_untrained_reference_asks_autograd():
-    assert untrained_positions_reference(10, [3, 5]) == [5, 6, 7, 8, 9]
-    assert untrained_positions_reference(4, [4]) == []
+def test_moved_rows_and_copy_accuracy_measure_the_model():
+    model = CopyModel(32)
+    assert moved_rows(model.table) == list(range(32))
+    accuracy = copy_accuracy(model, 128)  # accuracy[p - 1] is position p
+    assert accuracy[:31].min() == 1.0 and accuracy[31:].mean() < 0.2

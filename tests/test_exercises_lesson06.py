@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from attnlib import numpy as attn
-from attnlib.exercises.lesson06 import _random_block, affected_outputs_reference
+from attnlib.exercises.lesson06 import (
+    _random_block,
+    affected_outputs_reference,
+    moved_outputs_reference,
+)
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -16,17 +20,34 @@ def to_pytorch_attn_mask(mask, num_heads):
     return blocked.repeat_interleave(num_heads, dim=0) if blocked.dim() == 3 else blocked
 
 
-def padding_leak(noise_std, masked, seed=0):
-    """The largest change of a real token's output caused by the padding (lesson 06's batch)."""
-    rng = np.random.default_rng(seed)
-    lengths, d_model = [5, 3, 2], 8
-    x = np.zeros((3, 5, d_model))
-    for b, n in enumerate(lengths):
-        x[b, :n] = rng.normal(size=(n, d_model))
-        x[b, n:] = rng.normal(0.0, noise_std, (5 - n, d_model))
-    layer = attn.MultiHeadAttention(d_model, 2, seed=1)
-    out, _ = layer(x, mask=attn.padding_mask(lengths, 5) if masked else None)
-    return max(np.abs(out[b, :n] - layer(x[b, :n])[0]).max() for b, n in enumerate(lengths))
+def moved_outputs(blocks, x, memory, t, causal):
+    changed = x.copy()
+    changed[t] += 1.0
+    outputs = []
+    for h in (x, changed):
+        for blk in blocks:
+            h, _, _ = blk(h, memory, causal=causal)
+        outputs.append(h)
+    return np.abs(outputs[1] - outputs[0]).max(axis=-1) > 1e-12
+
+
+def moved_ignores_causal(blocks, x, memory, t, causal):
+    return moved_outputs(blocks, x, memory, t, True)  # the blocks' default: causal
+
+
+def moved_in_place(blocks, x, memory, t, causal):
+    changed = x  # not a copy: x itself changes, and both runs see the change
+    changed[t] += 1.0
+    outputs = []
+    for h in (x, changed):
+        for blk in blocks:
+            h, _, _ = blk(h, memory, causal=causal)
+        outputs.append(h)
+    return np.abs(outputs[1] - outputs[0]).max(axis=-1) > 1e-12
+
+
+def moved_inputs(blocks, x, memory, t, causal):
+    return np.arange(len(x)) == t  # where the input changed, not the outputs
 
 
 def mask_not_inverted(mask, num_heads):
@@ -163,7 +184,7 @@ CORRECT = {
     "06.2": affected_outputs,
     "06.3": layer_norm,
     "06.4": decoder_block,
-    "06.5": padding_leak,
+    "06.5": moved_outputs,
 }
 
 WRONG = [
@@ -171,9 +192,10 @@ WRONG = [
     ("06.1", mask_repeat, "repeat_interleave"),
     ("06.1", mask_four_dims, "(B·num_heads, L, S)"),
     ("06.1", mask_as_float, "boolean"),
-    ("06.5", lambda noise, masked: padding_leak(noise, False), "Pass mask=valid"),
-    ("06.5", lambda noise, masked: padding_leak(noise, True), "without the mask"),
-    ("06.5", lambda noise, masked: padding_leak(0.0, masked), "put the noise"),
+    ("06.5", moved_ignores_causal, "Pass causal on to every block"),
+    ("06.5", moved_in_place, "changed the x it was given"),
+    ("06.5", moved_inputs, "only position t moved"),
+    ("06.5", lambda blocks, x, memory, t, causal: np.zeros(len(x) + 1, bool), "shape"),
     ("06.2", affected_columns, "columns"),
     ("06.2", affected_one_layer, "one more step"),
     ("06.2", affected_only_t, "wrong"),
@@ -213,3 +235,13 @@ def test_affected_reference_matches_a_real_stack(seed):
             y_changed, _ = block(y_changed, mask)
         changed = np.abs(y - y_changed).max(axis=-1) > 1e-12
         assert np.array_equal(changed, affected_outputs_reference(mask, t, num_layers))
+
+
+@pytest.mark.parametrize("t", range(5))
+def test_moved_reference_sees_the_causal_mask(t):
+    """A causal decoder moves positions t and after only; without the mask, every position."""
+    rng = np.random.default_rng(t)
+    blocks = [attn.TransformerDecoderBlock(8, 2, 16, seed=n) for n in range(2)]
+    x, memory = rng.normal(size=(5, 8)), rng.normal(size=(3, 8))
+    assert list(moved_outputs_reference(blocks, x, memory, t, True)) == [p >= t for p in range(5)]
+    assert moved_outputs_reference(blocks, x, memory, t, False).all()

@@ -194,30 +194,143 @@ def _check_cost(multi_head_cost) -> None:
 
 # --------------------------------------------------------------------------- 04.4
 
+#: The answers 04.4 accepts, and the margin by which "every run" must beat (or lose to) "every run".
+HEAD_VERDICTS = ("reliably better", "no reliable gain", "worse")
+VERDICT_MARGIN = 0.005
+
+
+def head_task(n: int, seed: int, length: int = 6, classes: int = 4):
+    """``n`` random sequences of the lesson's task, as float32 tensors ``(x, y)``.
+
+    A token is ``[position one-hot | class one-hot]``; its target is ``[the previous token's
+    class | a uniform distribution over the positions of its own class]`` (token 0 reports its
+    own class).
+    """
+    import torch  # only this checker needs PyTorch
+
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, classes, (n, length), generator=generator)
+    one_hot = torch.nn.functional.one_hot(ids, classes).float()
+    prev = torch.clamp(torch.arange(length) - 1, min=0)
+    x = torch.cat([torch.eye(length).expand(n, length, length), one_hot], dim=-1)
+    same = (ids[:, :, None] == ids[:, None, :]).float()
+    y = torch.cat([one_hot[:, prev], same / same.sum(-1, keepdim=True)], dim=-1)
+    return x, y
+
+
+def head_task_loss(layer, x, y) -> float:
+    """The lesson's loss, the squared error summed over features, averaged over tokens."""
+    import torch
+
+    with torch.no_grad():
+        return ((layer(x)[0] - y) ** 2).sum(-1).mean().item()
+
+
+def head_verdict(more_losses, two_losses, margin: float = VERDICT_MARGIN) -> str:
+    """The verdict on more heads: "reliably better" if every run with more heads ends below every
+    two-head run (by more than ``margin``), "worse" if every one ends above every two-head run,
+    "no reliable gain" otherwise."""
+    if max(more_losses) < min(two_losses) - margin:
+        return "reliably better"
+    if min(more_losses) > max(two_losses) + margin:
+        return "worse"
+    return "no reliable gain"
+
+
+def _trained_layers(head_experiment, num_heads: int, seeds: list[int], x, y) -> list[float]:
+    """Call ``head_experiment(num_heads, seeds)``, check that it returns trained layers of the
+    lesson's size, and measure them on ``(x, y)``: one test loss per seed."""
+    import torch
+
+    call = f"head_experiment({num_heads}, {seeds})"
+    got = head_experiment(num_heads, list(seeds))
+    expect(
+        isinstance(got, (list, tuple)) and len(got) == len(seeds),
+        "{call} returned {got_type}; return a list with one trained layer per seed.",
+        call=call,
+        got_type=type(got).__name__,
+    )
+    losses = []
+    for index, layer in enumerate(got):
+        expect(
+            not (isinstance(layer, tuple) and len(layer) == 2),
+            "{call} returns a pair for each seed: train(num_heads, seed) returns the layer and "
+            "its training losses. Keep only the layer.",
+            call=call,
+        )
+        expect(
+            isinstance(layer, torch.nn.Module),
+            "{call} returned {got_type} values: return the trained layers themselves, not "
+            "numbers. The checker measures them on test sequences of its own.",
+            call=call,
+            got_type=type(layer).__name__,
+        )
+        heads = getattr(layer, "num_heads", None)
+        expect(
+            heads == num_heads,
+            "{call}: layer {index} has {heads} heads. Pass num_heads on to train(num_heads, seed).",
+            call=call,
+            index=index,
+            heads=heads,
+        )
+        params = sum(p.numel() for p in layer.parameters())
+        expect(
+            params == 640,
+            "{call}: layer {index} has {params} parameters, not the lesson's 640. Train it "
+            "with train(num_heads, seed).",
+            call=call,
+            index=index,
+            params=params,
+        )
+        loss = head_task_loss(layer, x, y)
+        expect(
+            loss < 0.2,
+            "{call}: layer {index} has a test loss of {loss:.3f}, no better than a single head "
+            "(above 0.2). Is it trained? Return the layer that train(num_heads, seed) returns.",
+            call=call,
+            index=index,
+            loss=loss,
+        )
+        losses.append(loss)
+    return losses
+
 
 @exercise("04.4", "more heads, same parameters")
-def _check_head_experiment(head_experiment) -> None:
-    losses = {}
-    for heads, seeds in [(1, [0]), (4, [0, 1])]:
-        call = f"head_experiment({heads}, {seeds})"
-        got = list(head_experiment(heads, seeds))
-        expect(
-            len(got) == len(seeds) and all(np.isscalar(v) for v in got),
-            "{call} returned {got!r}; return one test loss (a number) per seed.",
-            call=call,
-            got=got,
-        )
-        losses[heads] = [float(v) for v in got]
+def _check_head_experiment(answer) -> None:
     expect(
-        losses[1][0] > 0.18,
-        "head_experiment(1, [0]) = {loss:.3f}, but one head of width 16 stays above "
-        "0.2 on this task: pass num_heads on to train(num_heads, seed).",
-        loss=losses[1][0],
+        isinstance(answer, tuple) and len(answer) == 2 and callable(answer[0]),
+        "Pass the function and your answer together: head_answer = (head_experiment, "
+        'more_heads_help), then check("04.4", head_answer).',
+    )
+    head_experiment, verdict = answer
+    x, y = head_task(300, seed=404)  # test sequences of the checker's own
+    two = _trained_layers(head_experiment, 2, list(range(8)), x, y)
+    more = [
+        loss
+        for heads in (4, 8)
+        for loss in _trained_layers(head_experiment, heads, [0, 1, 2], x, y)
+    ]
+    expect(
+        verdict is not None,
+        "head_experiment works. Now answer the question: set more_heads_help to "
+        '"reliably better", "no reliable gain" or "worse".',
+    )
+    given = str(verdict).strip().lower()
+    expect(
+        given in HEAD_VERDICTS,
+        'more_heads_help = {verdict!r}: answer with "reliably better", "no reliable gain" '
+        'or "worse".',
+        verdict=verdict,
     )
     expect(
-        max(losses[4]) < 0.2,
-        "head_experiment(4, [0, 1]) = {losses}: four heads of width 4 beat every single "
-        "head (below 0.2). Train with train(num_heads, seed), then measure the trained layer "
-        "with test_loss(layer).",
-        losses=losses[4],
+        given == head_verdict(more, two),
+        "more_heads_help = {verdict!r} does not match the runs. The checker measured test "
+        "losses from {more_min:.3f} to {more_max:.3f} with 4 or 8 heads (seeds 0-2) and from "
+        "{two_min:.3f} to {two_max:.3f} with two heads (seeds 0-7). Compare every run with "
+        "more heads with every two-head run.",
+        verdict=verdict,
+        more_min=min(more),
+        more_max=max(more),
+        two_min=min(two),
+        two_max=max(two),
     )

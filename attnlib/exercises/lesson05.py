@@ -233,79 +233,121 @@ def _check_extrapolation(extrapolation) -> None:
 # --------------------------------------------------------------------------- 05.4
 
 
-def untrained_positions_reference(max_len: int, train_lengths) -> list[int]:
-    """The rows of a learned table that training on ``train_lengths`` never updates,
-    found the honest way: by asking autograd which rows get a gradient."""
+def moved_rows(table) -> list[int]:
+    """The rows of a ``LearnedPositionalEmbedding`` that differ from the same table before
+    training (``seed=0``, as the lesson's model builds it): the rows that training moved."""
     import torch  # only this checker needs PyTorch
 
     from .. import torch as tattn
 
-    table = tattn.LearnedPositionalEmbedding(max_len, 4, seed=0, dtype=torch.float64)
-    for length in train_lengths:
-        (table(length) ** 2).sum().backward()
-    grad = table.weight.grad
-    touched = grad.abs().sum(dim=1) > 0 if grad is not None else torch.zeros(max_len, dtype=bool)
-    return [p for p in range(max_len) if not touched[p]]
+    weight = table.weight.detach()
+    initial = tattn.LearnedPositionalEmbedding(*weight.shape, seed=0, dtype=weight.dtype).weight
+    return [int(p) for p in torch.nonzero((weight != initial.detach()).any(dim=-1)).flatten()]
 
 
-@exercise("05.4", "which rows were never trained?")
-def _check_untrained_positions(untrained_positions) -> None:
-    rng = np.random.default_rng(504)
-    cases = [(128, [100, 60, 100, 7]), (128, [128, 50]), (10, [3]), (16, [1, 1, 2])]
-    cases += [(64, [int(n) for n in rng.integers(1, 65, size=5)]) for _ in range(3)]
-    for max_len, lengths in cases:
-        call = f"untrained_positions({max_len}, {lengths})"
-        got = untrained_positions(max_len, list(lengths))
-        try:
-            got = sorted(int(p) for p in got)
-        except TypeError:
-            expect(
-                False,
-                "{call} should return a list of positions (ints); got {got!r}.",
-                call=call,
-                got=got,
-            )
-        want = untrained_positions_reference(max_len, lengths)
-        if got == want:
-            continue
-        longest = max(lengths)
+def copy_accuracy(model, length: int, seed: int = 505):
+    """Fraction of 200 random sequences of ``length`` tokens whose output at position p is the
+    token at p - 1, for p = 1 … length - 1 (the lesson's copy task), measured here."""
+    import torch
+
+    with torch.no_grad():
+        symbols = model(torch.zeros(1, 2, dtype=torch.long))[0].shape[-1]
+        generator = torch.Generator().manual_seed(seed)
+        tokens = torch.randint(0, symbols, (200, length), generator=generator)
+        logits = model(tokens)[0]
+    return (logits[:, 1:].argmax(-1) == tokens[:, :-1]).double().mean(0).numpy()
+
+
+@exercise("05.4", "a table trained on short sequences")
+def _check_short_training(short_training) -> None:
+    from .. import torch as tattn
+
+    length = 32
+    call = f"short_training({length})"
+    got = short_training(length)
+    expect(
+        isinstance(got, tuple) and len(got) == 2,
+        "{call} returned {got_type}; return the pair (model, untrained rows).",
+        call=call,
+        got_type=type(got).__name__,
+    )
+    model, untrained = got
+    table = getattr(model, "table", None)
+    expect(
+        isinstance(table, tattn.LearnedPositionalEmbedding),
+        "{call}: the model has no learned table (model.table). Train the learned model: "
+        'train("learned", length=length).',
+        call=call,
+    )
+    max_len = table.weight.shape[0]
+    moved = moved_rows(table)
+    expect(
+        bool(moved),
+        "{call}: no row of the model's table moved from its initial values. Return the model "
+        'that train("learned", length=length) trained.',
+        call=call,
+    )
+    expect(
+        moved == list(range(length)),
+        "{call}: training moved rows {first} … {last} of the table, but sequences of {length} "
+        'tokens read rows 0 … {last_row} only. Pass length on: train("learned", length=length), '
+        "with the default seed.",
+        call=call,
+        first=moved[0],
+        last=moved[-1],
+        length=length,
+        last_row=length - 1,
+    )
+    try:
+        untrained = sorted(int(p) for p in untrained)
+    except TypeError:
         expect(
-            got != list(range(longest + 1, max_len)),
-            "{call}: off by one. Positions count from 0, so a sequence of length {longest} "
-            "uses rows 0 … {last_row}, and row {longest} is the first one it never touches.",
+            False,
+            "{call}: untrained should be a list of row numbers; got {got!r}.",
             call=call,
-            longest=longest,
-            last_row=longest - 1,
+            got=untrained,
+        )
+    want = list(range(length, max_len))
+    if untrained != want:
+        expect(
+            untrained != moved,
+            "{call}: these are the rows that training moved. The question asks for the rows "
+            "it left exactly as they were.",
+            call=call,
         )
         expect(
-            got != list(range(longest - 1, max_len)),
-            "{call}: off by one. A sequence of length {longest} uses rows 0 … {last_row}; "
-            "row {last_row} is trained.",
+            untrained not in (list(range(length + 1, max_len)), list(range(length - 1, max_len))),
+            "{call}: off by one. Sequences of {length} tokens read rows 0 … {last_row}, so row "
+            "{length} is the first one that training never touches.",
             call=call,
-            longest=longest,
-            last_row=longest - 1,
-        )
-        expect(
-            all(p < max_len for p in got),
-            "{call} lists positions ≥ max_len = {max_len}. The table has no such rows at all: "
-            "asking for them is an error, not an untrained row.",
-            call=call,
-            max_len=max_len,
-        )
-        expect(
-            len(got) > 0 or not want,
-            "{call} says every row was trained. Which rows does a sequence of length "
-            "{longest} read? Only those get a gradient.",
-            call=call,
-            longest=longest,
+            length=length,
+            last_row=length - 1,
         )
         expect(
             False,
-            "{call} = {got_start}{got_more}, expected {want_start}{want_more}: table(length) "
-            "reads rows 0 … length − 1, and only the rows that are read get a gradient.",
+            "{call}: untrained = {got_start}{got_more}, expected the rows that training left "
+            "as they were. Compare model.table.weight with "
+            'PreviousTokenModel("learned").table.weight, row by row.',
             call=call,
-            got_start=got[:8],
-            got_more="…" if len(got) > 8 else "",
-            want_start=want[:8],
-            want_more="…" if len(want) > 8 else "",
+            got_start=untrained[:8],
+            got_more="…" if len(untrained) > 8 else "",
         )
+    accuracy = copy_accuracy(model, max_len)  # accuracy[p - 1] is position p
+    inside, beyond = accuracy[: length - 1].mean(), accuracy[length - 1 :].mean()
+    expect(
+        inside > 0.9,
+        "{call}: the model copies the previous token at only {inside:.2f} of positions 1 … "
+        "{last_row}, where its rows are trained. Is it trained for the full 250 steps?",
+        call=call,
+        inside=inside,
+        last_row=length - 1,
+    )
+    expect(
+        beyond < 0.3,
+        "{call}: at positions {length} … {last} the model is right {beyond:.2f} of the time; "
+        "with their rows untrained it should be at chance. Return the model as training left it.",
+        call=call,
+        length=length,
+        last=max_len - 1,
+        beyond=beyond,
+    )

@@ -384,27 +384,72 @@ def _check_decoder_block(decoder_block) -> None:
 # --------------------------------------------------------------------------- 06.5
 
 
-@exercise("06.5", "garbage in the padding")
-def _check_padding_leak(padding_leak) -> None:
-    for noise in (0.0, 1.0, 5.0):
-        masked = float(padding_leak(noise, True))
-        expect(
-            masked < 1e-9,
-            "padding_leak({noise}, masked=True) = {masked:.3g}: with the padding mask the real "
-            "tokens' outputs must equal those of each sentence run alone. Pass mask=valid.",
-            noise=noise,
-            masked=masked,
-        )
-    unmasked = {noise: float(padding_leak(noise, False)) for noise in (0.0, 5.0)}
-    expect(
-        min(unmasked.values()) > 1e-3,
-        "padding_leak(noise, masked=False) = {unmasked}: without the mask the padding changes "
-        "the real tokens' outputs (the lesson found 0.54 with zero padding). Run the layer "
-        "without mask, and compare each sentence's real tokens with the sentence alone.",
-        unmasked=unmasked,
-    )
-    expect(
-        unmasked[0.0] != unmasked[5.0],
-        "padding_leak gives the same number for zero padding and for noise of standard "
-        "deviation 5: put the noise into the padded positions of a copy of X.",
-    )
+def moved_outputs_reference(blocks, x, memory, t: int, causal: bool) -> np.ndarray:
+    """Boolean (T,): the outputs of the decoder ``blocks`` that move when ``x[t]`` changes."""
+    changed = x.copy()
+    changed[t] += 1.0
+    outputs = []
+    for h in (x, changed):
+        for block in blocks:
+            h, _, _ = block(h, memory, causal=causal)
+        outputs.append(h)
+    return np.abs(outputs[1] - outputs[0]).max(axis=-1) > 1e-12
+
+
+@exercise("06.5", "a decoder that can peek")
+def _check_moved_outputs(moved_outputs) -> None:
+    rng = np.random.default_rng(605)
+    for num_blocks in (1, 2):
+        blocks = [
+            attn.TransformerDecoderBlock(8, 2, 16, seed=60 + 3 * n) for n in range(num_blocks)
+        ]
+        x, memory = rng.normal(0.0, 1.0, (5, 8)), rng.normal(0.0, 1.0, (4, 8))
+        for t in (0, 2, 4):
+            for causal in (True, False):
+                call = phrase(
+                    "moved_outputs({num_blocks} decoder block(s), x of shape (5, 8), t={t}, "
+                    "causal={causal})",
+                    num_blocks=num_blocks,
+                    t=t,
+                    causal=causal,
+                )
+                given = x.copy()
+                got = np.asarray(moved_outputs(blocks, given, memory.copy(), t, causal))
+                expect(
+                    np.array_equal(given, x),
+                    "{call} changed the x it was given. Change x[t] in a copy (x.copy()), so "
+                    "that the first run sees the original.",
+                    call=call,
+                )
+                want = moved_outputs_reference(blocks, x, memory, t, causal)
+                expect_shape(got, want, call)
+                if np.array_equal(got.astype(bool), want):
+                    continue
+                expect(
+                    got.any(),
+                    "{call}: nothing moved. Run the blocks twice, on x and on a copy with x[t] "
+                    "changed, and compare the outputs of the last block.",
+                    call=call,
+                )
+                expect(
+                    not np.array_equal(got, np.arange(len(x)) == t),
+                    "{call}: only position t moved, as in the input. Compare the outputs of the "
+                    "last block, not its inputs.",
+                    call=call,
+                )
+                expect(
+                    causal
+                    or not np.array_equal(got, moved_outputs_reference(blocks, x, memory, t, True)),
+                    "{call} gives the causal decoder's answer: the blocks still used the causal "
+                    "mask. Pass causal on to every block: blk(h, memory, causal=causal).",
+                    call=call,
+                )
+                expect(
+                    False,
+                    "{call} = {got}, expected {want}. Run every block in turn on the output of "
+                    "the one before, for x and for the changed copy, and compare the two final "
+                    "outputs.",
+                    call=call,
+                    got=got.astype(int).tolist(),
+                    want=want.astype(int).tolist(),
+                )
