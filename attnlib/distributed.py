@@ -14,7 +14,8 @@ in a ring: at step ``s = 0 … P−1`` process ``r`` holds the keys and values o
 ``(r − s) mod P``, folds them into its queries' running state, and passes them on to process
 ``r + 1`` while it receives the next ones from ``r − 1``. The exchange of step ``s + 1`` is
 started (``torch.distributed.batch_isend_irecv``) *before* the block of step ``s`` is
-computed, so that sending and computing overlap. After ``P`` steps every query has met every
+computed, so that sending and computing can overlap (where they run side by side; no test
+measures it). After ``P`` steps every query has met every
 key, and no process ever held more than two key shards or one tile of ``(n/2) × (n/2)``
 scores (per sequence) at a time.
 
@@ -55,10 +56,16 @@ counts those it computes and the bytes it sends at each step.
 
 **Memory and messages.** A process holds its own q, k, v and output shards, the key and value
 shards of the current step and of the next (arriving while it computes), and one tile of
-scores at a time, ``(n/2) × (n/2)`` for each of the ``B·H`` sequences: memory
-``O(n·d + n²/4)`` against dense attention's ``O(L·d + L²)`` in one process. At each forward
-step but the last it sends its key and value shards, ``B·H·n·(d_k + d_v)`` numbers; at each
-backward step also their gradients (``RingStats.sent_bytes``).
+scores at a time, ``(n/2) × (n/2)`` for each of the ``B·H`` sequences (two in the backward
+pass): memory ``O(n·d + n²/4)`` against dense attention's ``O(L·d + L²)`` in one process. Each
+tile is computed as explicit attention computes it, a whole block of scores in one matrix
+product, which keeps the code short; production rings (Ring Attention; the
+ring-flash-attention library) run a FlashAttention kernel at each step instead and merge its
+output and log-sum-exp into the running result with the same online-softmax merge, in memory
+``O(n·d)``. At each forward step but the last a process sends its key and value shards,
+``B·H·n·(d_k + d_v)`` numbers; at each backward step also their gradients
+(``RingStats.sent_bytes``), in the working dtype: float32 for float16 or bfloat16 inputs, so
+that a backward step then sends three times a forward step's bytes.
 
 **Starting processes.** ``launch(fn, P, *args)`` starts ``P`` local processes joined in a
 ``gloo`` group on 127.0.0.1 and returns what ``fn(*args)`` returned in each, rank by rank
@@ -391,8 +398,9 @@ def ring_attention(
     ``j`` from query ``i`` when ``j > i`` (positions in the whole sequence); ``scale`` is
     ``1/√d_k`` by default. Differentiable: the backward pass (``torch.autograd.Function``)
     passes the key and value gradients round the ring, so every process must run it (as it
-    must run the forward pass). Running state in float32 at least (``working_dtype``). Works
-    with ``gloo`` (CPU tensors) and ``nccl`` (CUDA tensors, one GPU per process).
+    must run the forward pass). Running state in float32 at least (``working_dtype``). Tested
+    with ``gloo`` (CPU tensors); written for ``nccl`` too (CUDA tensors, one GPU per process),
+    a path that has never run: no GPU was available to its authors.
 
     ``layout``: ``"contiguous"`` (process ``r`` holds positions ``r·n … (r+1)·n − 1``) or
     ``"balanced"`` (chunks ``r`` and ``2P−1−r`` of ``2P``: the same causal work in every
@@ -454,7 +462,9 @@ def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
 
 def _check_same_everywhere(fn: str, q, k, v, causal, layout, scale, group) -> None:
     """Every process of the group holds shards of one shape and dtype and asks for the same
-    attention; else a ValueError in all of them, naming what each process holds."""
+    attention; else a ValueError in all of them, naming what each process holds. It costs an
+    ``all_gather_object`` (a pickle and a collective; under ``nccl`` a wait for the GPU) on
+    every call: a check for learners, which a production ring leaves out."""
     mine = (
         tuple(q.shape),
         tuple(k.shape),
@@ -905,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     Under ``torchrun`` (which sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and
     ``MASTER_ADDR``), each process joins the group torchrun describes: ``nccl`` on GPU
     ``LOCAL_RANK`` when CUDA is available (one GPU per process), else ``gloo``; process 0
-    prints. ``--backend`` chooses another.
+    prints. ``--backend`` chooses another. (The ``nccl`` path has never run: no GPU was
+    available to the authors.)
     """
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.distributed", description=main.__doc__.split("\n\n")[0]

@@ -13,10 +13,10 @@ compiler turns that into GPU code. Here one program owns one block of ``BLOCK_Q`
 one sequence (one ``(batch, head)`` pair) and walks along the keys, ``BLOCK_K`` at a time: the
 grid is ``(⌈L_q / BLOCK_Q⌉, B·H)``.
 
-**The forward pass** is Algorithm 1 of the paper, FlashAttention-2's way round (queries
-outside, keys inside). Each query row keeps a running maximum ``m_i``, a running sum ``ℓ_i``
-and an unnormalised output row ``acc``, the state of the *online softmax*, updated by each tile
-of scores ``s = scale · q kᵀ``:
+**The forward pass** is Algorithm 1 of FlashAttention-2 (queries outside, keys inside;
+FlashAttention-1's Algorithm 1 has the loops the other way round). Each query row keeps a
+running maximum ``m_i``, a running sum ``ℓ_i`` and an unnormalised output row ``acc``, the
+state of the *online softmax*, updated by each tile of scores ``s = scale · q kᵀ``:
 
 .. math::
     m \leftarrow \max(m_{\text{old}}, \max_j s_j), \qquad
@@ -55,7 +55,11 @@ softmax's gradient is ``dS = P ∘ (dP − D)``, and
 Two kernels share the work, so that no two programs ever add into the same memory: one
 program per block of *queries* computes ``D`` and ``dQ`` (walking along the keys, like the
 forward pass), then one program per block of *keys* computes ``dK`` and ``dV`` (walking along
-the queries). Both recompute their tiles of ``P`` from ``lse``.
+the queries). Both recompute their tiles of ``S``, ``P`` and ``dP``: the backward pass does 7
+products of size ``L_q·L_k·d`` (``tl.dot``: 3 + 4), 9 with the forward pass, against 5 and 7 for
+FlashAttention-2's single loop over key blocks, which adds ``dQ`` atomically (in no fixed
+order, so not bit for bit the same from run to run). Two kernels buy determinism with
+recomputation.
 
 **Causal attention.** With ``causal=True`` query ``i`` attends to keys ``j ≤ i``, the
 convention of ``attnlib.torch.causal_mask`` and of PyTorch's
@@ -70,9 +74,13 @@ no key at all.)
 sequence is usually partly outside it: loads there are masked (they read zeros), scores of keys
 past the end are set to ``−∞`` (weight 0), and rows past the end are not stored.
 
-**Where it runs.** On a CUDA GPU the kernels are compiled. Without one they run in Triton's
-*interpreter*, which executes the same Python functions with NumPy arrays for tiles: slow, but
-every learner can run them, print inside them and step through them with a debugger. Triton
+**Where it runs.** On a CUDA GPU the kernels are compiled. (Not yet tried: the authors have
+not launched the compiled kernels on a GPU, none being available to them. The kernels are
+tested in the interpreter; they were once compiled for sm_75, sm_80 and sm_90 without a launch
+(``docs/performance-notes.md``); the GPU tests in ``tests/test_cuda.py`` have never run.)
+Without a GPU they run in Triton's *interpreter*, which executes the same Python functions
+with NumPy arrays for tiles: slow, but every learner can run them, print inside them and step
+through them with a debugger. Triton
 runs a whole process one way, chosen when it is first imported: the interpreter where the
 environment has ``TRITON_INTERPRET=1``. On a machine without a CUDA GPU, importing
 ``attnlib.triton`` sets it, so import it before anything that imports Triton (PyTorch's
@@ -139,7 +147,7 @@ def _forward_kernel(
     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """Algorithm 1 for one block of queries: its rows of the output, and their log-sum-exp."""
+    """FA-2, Algorithm 1, for one block of queries: its rows of the output and their log-sum-exp."""
     block, seq = tl.program_id(0), tl.program_id(1).to(tl.int64)  # int64: offsets past 2³¹
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)  # this program's queries
     dims = tl.arange(0, HEAD_DIM)
