@@ -268,7 +268,8 @@ def _trained_layers(head_experiment, num_heads: int, seeds: list[int], x, y) -> 
         heads = getattr(layer, "num_heads", None)
         expect(
             heads == num_heads,
-            "{call}: layer {index} has {heads} heads. Pass num_heads on to train(num_heads, seed).",
+            "{call}: layer {index} (counting from 0) has {heads} heads. Pass num_heads on to "
+            "train(num_heads, seed).",
             call=call,
             index=index,
             heads=heads,
@@ -276,8 +277,8 @@ def _trained_layers(head_experiment, num_heads: int, seeds: list[int], x, y) -> 
         params = sum(p.numel() for p in layer.parameters())
         expect(
             params == 640,
-            "{call}: layer {index} has {params} parameters, not the lesson's 640. Train it "
-            "with train(num_heads, seed).",
+            "{call}: layer {index} (counting from 0) has {params} parameters, not the lesson's "
+            "640. Train it with train(num_heads, seed).",
             call=call,
             index=index,
             params=params,
@@ -285,8 +286,9 @@ def _trained_layers(head_experiment, num_heads: int, seeds: list[int], x, y) -> 
         loss = head_task_loss(layer, x, y)
         expect(
             loss < 0.2,
-            "{call}: layer {index} has a test loss of {loss:.3f}, no better than a single head "
-            "(above 0.2). Is it trained? Return the layer that train(num_heads, seed) returns.",
+            "{call}: layer {index} (counting from 0) has a test loss of {loss:.3f}, no better "
+            "than a single head (above 0.2). Is it trained? Return the layer that "
+            "train(num_heads, seed) returns.",
             call=call,
             index=index,
             loss=loss,
