@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections import deque
 
 import numpy as np
@@ -9,7 +10,12 @@ import numpy as np
 from attnlib import data
 from attnlib import numpy as attn
 from attnlib.exercises import check
-from attnlib.exercises.lesson13 import hop_distances_reference
+from attnlib.exercises.lesson13 import (
+    PATH_NODES,
+    call_with_peak,
+    hop_distances_reference,
+    message_passing_reference,
+)
 
 # ---------------------------------------------------------------- reference solutions
 
@@ -132,6 +138,25 @@ def passing_unscaled(x, edges, w_q, w_k, w_v):
     return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=1.0)[0]
 
 
+def passing_dense(x, edges, w_q, w_k, w_v):
+    """Right numbers, the way the exercise forbids: masked attention over all N² pairs."""
+    mask = attn.graph_mask(edges, len(x))
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+
+
+def passing_with_a_square_mask(x, edges, w_q, w_k, w_v):
+    """Scores only the neighbourhoods, but finds them in an N × N boolean mask."""
+    mask = attn.graph_mask(edges, len(x))
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    out = np.zeros((len(x), v.shape[1]))
+    for i in range(len(x)):
+        around = np.flatnonzero(mask[i])
+        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
+        weights = np.exp(scores - scores.max())
+        out[i] = (weights / weights.sum()) @ v[around]
+    return out
+
+
 STACK = [attn.MultiHeadAttention(d_model=4, num_heads=2, seed=s) for s in range(6)]
 X = np.random.default_rng(10).normal(size=(8, 4))
 
@@ -178,6 +203,8 @@ WRONG = [
     ("13.4", passing_without_self, "attend to itself"),
     ("13.4", passing_one_way, "undirected"),
     ("13.4", passing_unscaled, "sqrt(d_k)"),
+    ("13.4", passing_dense, "mark of an N × N matrix"),
+    ("13.4", passing_with_a_square_mask, "twice the nodes, 3."),
 ]
 
 
@@ -190,3 +217,35 @@ def test_distance_reference_on_the_textbook_graph():
     dist = hop_distances_reference(graph.edges, 8)
     assert dist[0].tolist() == [0, 5, 4, 3, 1, 1, 2, 1]  # from node 1; node 2 is 5 hops away
     assert dist.max() == 6  # the diameter: nodes 2 and 5 (or 6)
+
+
+def test_message_passing_reference_is_masked_attention():
+    graph = data.example_graph()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4))
+    w_q, w_k, w_v = (rng.normal(size=(4, d)) for d in (3, 3, 2))
+    want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(graph.edges, 8))[0]
+    assert np.allclose(message_passing_reference(x, graph.edges, w_q, w_k, w_v), want)
+
+
+def test_memory_of_a_sparse_step_doubles_and_of_a_dense_one_quadruples():
+    rng = np.random.default_rng(0)
+    growth = {}
+    for answer in (message_passing, passing_dense):
+        peaks = []
+        for n in PATH_NODES:
+            x, edges = rng.normal(size=(n, 4)), [(i, i + 1) for i in range(n - 1)]
+            w = [rng.normal(size=(4, d)) for d in (3, 3, 2)]
+            peaks.append(call_with_peak(answer, x, edges, *w)[1])
+        growth[answer] = peaks[1] / peaks[0]
+    assert growth[message_passing] < 2.5 and growth[passing_dense] > 3.5
+
+
+def test_call_with_peak_keeps_a_trace_that_was_running():
+    tracemalloc.start()
+    try:
+        ones, peak = call_with_peak(np.ones, 100_000)
+        assert peak >= ones.nbytes == 800_000 and tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+    assert call_with_peak(np.ones, 100_000)[1] >= 800_000 and not tracemalloc.is_tracing()

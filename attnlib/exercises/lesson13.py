@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections import deque
 
 import numpy as np
@@ -313,3 +314,85 @@ def _check_message_passing(message_passing) -> None:
             "in its neighbourhood (with i itself), softmax over those, then sum alpha_ij v_j.",
             call=call,
         )
+    _check_sparse_memory(message_passing)
+
+
+#: The two long paths on which 13.4's memory is measured: twice the nodes, twice the memory
+#: for a step along the edges, four times for anything that holds an N × N matrix.
+PATH_NODES = (1_000, 2_000)
+
+
+def _path(num_nodes: int) -> list:
+    """The edges of a path 0-1-...-(num_nodes - 1), every other edge written backwards."""
+    return [(i, i + 1) if i % 2 else (i + 1, i) for i in range(num_nodes - 1)]
+
+
+def message_passing_reference(x, edges, w_q, w_k, w_v) -> np.ndarray:
+    """One step of graph attention along the edges (self-loops included), computed per edge:
+    ``N + 2|E|`` scores, memory in proportion to them, no N × N array."""
+    n = len(x)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    pairs = np.asarray(edges, dtype=int).reshape(-1, 2)
+    query = np.concatenate([np.arange(n), pairs[:, 0], pairs[:, 1]])  # who attends ...
+    key = np.concatenate([np.arange(n), pairs[:, 1], pairs[:, 0]])  # ... to whom
+    scores = np.einsum("ed,ed->e", q[query], k[key]) / np.sqrt(q.shape[1])
+    largest = np.full(n, -np.inf)
+    np.maximum.at(largest, query, scores)  # each neighbourhood's largest score
+    weights = np.exp(scores - largest[query])
+    out = np.zeros((n, v.shape[1]))
+    np.add.at(out, query, weights[:, None] * v[key])
+    return out / np.bincount(query, weights, n)[:, None]
+
+
+def call_with_peak(fn, *args):
+    """``(fn(*args), peak)``: the result, and the most memory that the Python objects and NumPy
+    arrays created during the call held at any one moment, in bytes (``tracemalloc``; a trace
+    already running is kept running)."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    try:
+        result = fn(*args)
+        return result, tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+
+
+def _check_sparse_memory(message_passing) -> None:
+    """The point of 13.4: a step along the edges needs memory in proportion to N + 2|E|. On
+    paths of 1,000 and 2,000 nodes an N × N matrix (even of booleans) quadruples its memory
+    when N doubles; a step that scores only the neighbourhoods doubles it."""
+    rng = np.random.default_rng(1005)
+    w_q, w_k, w_v = (rng.normal(0.0, 1.0, (4, d)) for d in (3, 3, 2))
+    peaks = []
+    for n in PATH_NODES:
+        x, edges = rng.normal(0.0, 1.0, (n, 4)), _path(n)
+        got, peak = call_with_peak(message_passing, x, edges, w_q, w_k, w_v)
+        peaks.append(peak)
+        got = np.asarray(got, dtype=float)
+        call = phrase("message_passing on a path of {n} nodes", n=n)
+        want = message_passing_reference(x, edges, w_q, w_k, w_v)
+        expect_shape(got, want, call)
+        expect(
+            np.allclose(got, want, atol=1e-10),
+            "{call} gives the wrong numbers, although the small graphs were right. Every node "
+            "i attends to itself and to its neighbours only.",
+            call=call,
+        )
+    small, large = PATH_NODES
+    expect(
+        peaks[1] < 3 * peaks[0],
+        "message_passing held {small_mb:.1f} MB at its peak on a path of {small} nodes and "
+        "{large_mb:.1f} MB on a path of {large}: twice the nodes, {growth:.1f} times the "
+        "memory. That is the mark of an N × N matrix (attn.graph_mask and attn.attention "
+        "build them). Score each node's neighbourhood on its own: then twice the nodes need "
+        "about twice the memory.",
+        small=small,
+        large=large,
+        small_mb=peaks[0] / 1e6,
+        large_mb=peaks[1] / 1e6,
+        growth=peaks[1] / peaks[0],
+    )
