@@ -107,6 +107,15 @@ def _check_pooled_cnn_accuracy(pooled_cnn_accuracy) -> None:
         "Both poolings give the same accuracy: pass the pooling on, "
         "SmallCNN(seed, pooling=pooling).",
     )
+    expect(
+        results["max"] > results["mean"],
+        'pooled_cnn_accuracy("max", 200) = {results_max:.3f} is below pooled_cnn_accuracy('
+        '"mean", 200) = {results_mean:.3f}: the two poolings look swapped. The maximum keeps the '
+        "one place where the shape sits, so it should score higher; check that the pooling you "
+        "were asked for reaches SmallCNN(seed, pooling=pooling).",
+        results_max=results["max"],
+        results_mean=results["mean"],
+    )
 
 
 # --------------------------------------------------------------------------- 11.3
