@@ -120,7 +120,13 @@ import torch
 
 from . import _checks
 
-__all__ = ["flash_attention", "FlashAttentionFunction", "interpreting", "default_blocks"]
+__all__ = [
+    "flash_attention",
+    "FlashAttentionFunction",
+    "interpreting",
+    "default_blocks",
+    "KERNELS",
+]
 
 #: The head sizes the kernels take: powers of two (``tl.arange`` needs one) of at least 16
 #: (``tl.dot``'s smallest tile).
@@ -275,6 +281,8 @@ def _backward_dk_dv_kernel(
     tl.store(DV + at, dv.to(DV.dtype.element_ty), mask=col_inside)
 
 
+#: The three kernels by the job they do, as plain Python functions (``triton.jit`` is applied
+#: when Triton is first used): the forward pass, and the backward pass's two halves.
 KERNELS = {
     "forward": _forward_kernel,
     "backward_dq": _backward_dq_kernel,
