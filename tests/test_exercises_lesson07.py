@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attnlib import data
 from attnlib.exercises import check
 from attnlib.exercises.lesson07 import (
     AMBIGUOUS_DATES,
+    BOS,
+    EOS,
+    PAD,
+    SPECIALS,
+    date_tensors,
+    date_vocabularies,
     edit_distance_reference,
+    future_leak,
     greedy_reference,
+    measure_without_mask,
     perfect_decode,
     read_as,
     written_us,
@@ -49,8 +59,36 @@ def edit_distance(a, b):
     return table[-1][-1]
 
 
-#: What the lesson's model without the mask gave (teacher-forced loss, exact match).
-NO_MASK_SCORES = (0.03, 0.0)
+#: The size of the lesson's target vocabulary (checked against the checker's below).
+TARGET_TOKENS = 41
+
+
+class Copier(torch.nn.Module):
+    """What the decoder learns without the mask, written by hand: position i puts a logit of
+    ``sure`` on the token at input position i + 1 (the label it must predict), and on <eos>
+    at the last position. Under teacher forcing every label is right, with a loss of
+    log(1 + 40 exp(-sure)) whatever the data; greedy decoding reads only <bos>, so it writes
+    <eos> at once: the empty string, no date right."""
+
+    def __init__(self, sure=7.0, causal=False):
+        super().__init__()
+        self.sure, self.causal = sure, causal
+
+    def forward(self, sources, lengths, prefix):
+        if self.causal:  # the lesson's model, whose position i reads only positions 0 ... i
+            read = prefix
+        else:
+            read = torch.cat([prefix[:, 1:], torch.full_like(prefix[:, :1], EOS)], dim=1)
+        return self.sure * F.one_hot(read, TARGET_TOKENS).float()
+
+
+def copier_loss(sure):
+    """The teacher-forced loss of Copier(sure): every label gets the same probability."""
+    return math.log(1 + (TARGET_TOKENS - 1) * math.exp(-sure))
+
+
+#: The lesson's model without the mask, as a learner hands it in: the model and its scores.
+NO_MASK = (Copier(), (copier_loss(7.0), 0.0))
 
 
 def read_both_ways(written, decode):
@@ -129,7 +167,7 @@ CORRECT = {
     "07.1": shift_right,
     "07.2": greedy_decode,
     "07.3": edit_distance,
-    "07.4": NO_MASK_SCORES,
+    "07.4": NO_MASK,
     "07.5": read_both_ways,
 }
 
@@ -144,10 +182,15 @@ WRONG = [
     ("07.3", distance_empty_is_zero, "from the empty string"),
     ("07.3", distance_with_transpositions, "two substitutions"),
     ("07.3", distance_as_float, "an integer"),
-    ("07.4", (0.03, 0.97), "DateTranslator(causal=False)"),
-    ("07.4", (0.9, 0.0), "teacher_forced_loss"),
-    ("07.4", (0.0, 2.5), "right order"),
-    ("07.4", 0.03, "the pair"),
+    ("07.4", (0.03, 0.0), "the model you trained"),
+    ("07.4", 0.03, "set it to the pair (no_mask_model, no_mask_scores)"),
+    ("07.4", (Copier(), 0.03), "teacher-forced loss on the validation set"),
+    ("07.4", (Copier(), (0.0, 2.5)), "right order"),
+    ("07.4", (Copier(causal=True), (0.03, 0.0)), "DateTranslator(causal=False)"),
+    ("07.4", (Copier(sure=0.5), (0.03, 0.0)), "has not learned yet"),
+    ("07.4", (Copier(), (0.0, 0.0)), "teacher_forced_loss(no_mask_model"),
+    ("07.4", (Copier(), (0.2, 0.0)), "teacher_forced_loss(no_mask_model"),
+    ("07.4", (Copier(), (copier_loss(7.0), 0.5)), "exact_match(decode_all(no_mask_model"),
     ("07.5", read_both_ways_untagged, "with their tags"),
     ("07.5", read_both_ways_swapped, "swapped"),
     ("07.5", read_both_ways_as_list, "two strings"),
@@ -186,7 +229,28 @@ def test_the_perfect_reader_follows_the_tag_and_the_two_digit_year_rule():
     assert perfect_decode(["es|5/20/21", "fr|4/3/21"]) == ["?", "?"]  # no month 20; no rule
 
 
-def test_no_mask_scores_pass_only_when_loss_is_low_and_exact_match_collapses():
-    assert check("07.4", (0.2, 0.1))
-    assert not check("07.4", (0.2, 0.5))
-    assert not check("07.4", (0.5, 0.1))
+def test_the_checker_rebuilds_the_lessons_vocabularies_and_batches():
+    source_vocab, target_vocab = date_vocabularies()
+    assert len(target_vocab) == TARGET_TOKENS and target_vocab[:4] == SPECIALS
+    assert "".join(target_vocab[4:]) == " 0123456789ADFJMNOSabceghilmnoprstuvy"
+    sources, lengths, targets = date_tensors([("en_US|3/4/26", "4 March 2026"), ("x|1", "1")])
+    assert lengths.tolist() == [12, 3] and sources[1, 3:].eq(PAD).all()
+    assert targets[1].tolist() == [BOS, target_vocab.index("1"), EOS] + [PAD] * 11
+
+
+def test_the_copier_is_what_the_checker_measures():
+    examples = data.date_examples(50, seed=3)
+    loss, exact = measure_without_mask(Copier(), examples)
+    assert loss == pytest.approx(copier_loss(7.0), rel=1e-4) and exact == 0.0
+    assert (
+        future_leak(Copier(), examples[0]) > 1
+        and future_leak(Copier(causal=True), examples[0]) == 0
+    )
+
+
+def test_invented_numbers_fail_and_measured_ones_pass():
+    """The reviewer's wrong answer: (0.0, 0.0) with a real model is not what it measures."""
+    assert not check("07.4", (Copier(), (0.0, 0.0)))
+    assert check("07.4", (Copier(), (copier_loss(7.0) * 1.3, 0.02)))  # another sample's numbers
+    assert check("07.4", (Copier(), None)).status == "wrong"
+    assert check("07.4", (None, None)).status == "not attempted"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnlib import numpy as attn
+from attnlib.exercises import check
 from attnlib.exercises.lesson08 import (
     best_local_accuracy,
     keys_seen_reference,
@@ -81,17 +82,35 @@ def attend_exclusive(q, k, v, i, window):
     return (weights / weights.sum()) @ v[keys]
 
 
+def attend_without_max(q, k, v, i, window):
+    """The softmax without subtracting the largest score: fine for small scores only."""
+    keys = [j for j in range(len(k)) if abs(i - j) <= window]
+    exps = [math.exp(float(q[i] @ k[j]) / math.sqrt(q.shape[1])) for j in keys]
+    return sum(e / sum(exps) * v[j] for e, j in zip(exps, keys))
+
+
+def attend_without_max_numpy(q, k, v, i, window):
+    """The same mistake with np.exp, which overflows to inf (and inf / inf is nan)."""
+    keys = [j for j in range(len(k)) if abs(i - j) <= window]
+    weights = np.exp(q[i] @ k[keys].T / math.sqrt(q.shape[1]))
+    return (weights / weights.sum()) @ v[keys]
+
+
 def local_accuracy(near, window):
     """Stands in for the lesson's training, which reaches the best possible accuracy (the
     notebook's solution trains the real layer)."""
     return best_local_accuracy(near, window) + 0.004
 
 
+#: 08.4's answer: the function, the smallest window that solves the ±5 task, and the reason.
+WIDE_TASK = (local_accuracy, 5, "b")
+
+
 CORRECT = {
     "08.1": keys_seen,
     "08.2": score_bytes,
     "08.3": attend_one_truncated,
-    "08.4": local_accuracy,
+    "08.4": WIDE_TASK,
 }
 
 WRONG = [
@@ -105,9 +124,17 @@ WRONG = [
     ("08.3", attend_all_keys, "every key"),
     ("08.3", attend_unscaled, "1/sqrt(d)"),
     ("08.3", attend_exclusive, "inclusive"),
-    ("08.4", lambda near, window: best_local_accuracy(3, window), "the ±3 task"),
-    ("08.4", lambda near, window: 0.5, "best possible"),
-    ("08.4", lambda near, window: [0.9], "one accuracy"),
+    ("08.3", attend_without_max, "Subtract the largest of the scores"),
+    ("08.3", attend_without_max_numpy, "Subtract the largest of the scores"),
+    ("08.4", (lambda near, window: best_local_accuracy(3, window), 5, "b"), "the ±3 task"),
+    ("08.4", (lambda near, window: 0.5, 5, "b"), "best possible"),
+    ("08.4", (lambda near, window: [0.9], 5, "b"), "one accuracy"),
+    ("08.4", local_accuracy, "three answers together"),
+    ("08.4", (local_accuracy, None, None), "Now read its results"),
+    ("08.4", (local_accuracy, 3, "b"), "smallest window"),
+    ("08.4", (local_accuracy, 5, "d"), "one of the letters"),
+    ("08.4", (local_accuracy, 5, "a"), "same parameters whatever the window"),
+    ("08.4", (local_accuracy, 5, "c"), "more steps cannot lift it"),
 ]
 
 
@@ -130,3 +157,19 @@ def test_best_local_accuracy_matches_the_lessons_exact_values():
         1.0,
         1.0,
     ]
+
+
+def test_a_solution_without_the_largest_score_passes_the_small_cases_only():
+    """The large-score case is what catches it: with N(0, 1) inputs its numbers are right."""
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(0.0, 1.0, (3, 10, 4))
+    reference = attn.truncated_attention(q, k, v, 2)[4]
+    assert np.allclose(attend_without_max(q, k, v, 4, 2), reference, atol=1e-12)
+    assert np.allclose(attend_without_max_numpy(q, k, v, 4, 2), reference, atol=1e-12)
+
+
+def test_an_unfinished_local_accuracy_is_not_attempted():
+    def stub(near, window):
+        raise NotImplementedError  # your code here
+
+    assert check("08.4", (stub, None, None)).status == "not attempted"

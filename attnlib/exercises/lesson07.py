@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 
 import numpy as np
 
@@ -238,16 +239,112 @@ def _check_edit_distance(edit_distance) -> None:
 
 # --------------------------------------------------------------------------- 07.4
 
+#: The lesson's special tokens; their ids are 0, 1, 2 and 3.
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+PAD, BOS, EOS, UNK = range(len(SPECIALS))
+#: How many dates the checker draws to measure a learner's model on (its own, not the lesson's).
+MEASURED_DATES = 200
+
+
+@functools.cache
+def date_vocabularies() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The lesson's source and target vocabularies, built as the lesson builds them: the four
+    special tokens, then every character of the training sources (targets), sorted, the
+    training set being ``data.date_examples(20_000, seed=0)``."""
+    examples = data.date_examples(20_000, seed=0)
+    sources = SPECIALS + tuple(sorted({char for source, _ in examples for char in source}))
+    targets = SPECIALS + tuple(sorted({char for _, target in examples for char in target}))
+    return sources, targets
+
+
+def date_tensors(examples):
+    """``(source ids (B, S), source lengths (B,), target ids (B, T))`` as the lesson's
+    ``to_tensors`` makes them: unknown source characters as ``<unk>``; a target row is
+    ``<bos>``, its characters and ``<eos>``; every row padded on the right with ``<pad>``."""
+    import torch  # the lesson's models take tensors
+
+    source_vocab, target_vocab = date_vocabularies()
+    source_index = {char: i for i, char in enumerate(source_vocab)}
+    target_index = {char: i for i, char in enumerate(target_vocab)}
+    rows = (
+        [[source_index.get(char, UNK) for char in source] for source, _ in examples],
+        [[BOS, *(target_index[char] for char in target), EOS] for _, target in examples],
+    )
+    sources, targets = (
+        torch.nn.utils.rnn.pad_sequence(
+            [torch.tensor(row) for row in side], batch_first=True, padding_value=PAD
+        )
+        for side in rows
+    )
+    return sources, torch.tensor([len(source) for source, _ in examples]), targets
+
+
+def future_leak(model, example) -> float:
+    """How far the logits at positions 0 … k move when the decoder's input k + 1 (target
+    character k) changes: 0 for a causal decoder, which cannot see it."""
+    import torch
+
+    sources, lengths, targets = date_tensors([example])
+    prefix = targets[:, :-1]
+    k = len(example[1]) // 2
+    changed = prefix.clone()
+    changed[0, k + 1] = BOS if int(prefix[0, k + 1]) != BOS else EOS  # any other token
+    with torch.no_grad():
+        change = model(sources, lengths, changed) - model(sources, lengths, prefix)
+    return float(change[0, : k + 1].abs().max())
+
+
+def measure_without_mask(model, examples, max_len: int = 20) -> tuple[float, float]:
+    """``(teacher-forced loss, exact match)`` of ``model`` on ``examples``, measured as the
+    lesson measures them, through ``model(sources, lengths, prefix)`` only: the mean
+    cross-entropy of every real next character with the decoder reading the true prefix, and
+    the share of sources that greedy decoding (to ``<eos>``, at most ``max_len`` tokens)
+    writes exactly as their target."""
+    import torch
+    import torch.nn.functional as F
+
+    sources, lengths, targets = date_tensors(examples)
+    with torch.no_grad():
+        logits = model(sources, lengths, targets[:, :-1])
+        labels = targets[:, 1:].flatten()
+        loss = F.cross_entropy(logits.flatten(0, 1), labels, ignore_index=PAD).item()
+        prefix = torch.full((len(examples), 1), BOS)
+        for _ in range(max_len):
+            next_token = model(sources, lengths, prefix)[:, -1].argmax(dim=-1)
+            prefix = torch.cat([prefix, next_token[:, None]], dim=1)
+    target_vocab = date_vocabularies()[1]
+    outputs = []
+    for row in prefix[:, 1:].tolist():
+        written = row[: row.index(EOS)] if EOS in row else row
+        outputs.append("".join(target_vocab[i] for i in written))
+    exact = float(np.mean([out == target for out, (_, target) in zip(outputs, examples)]))
+    return loss, exact
+
 
 @exercise("07.4", "train without the causal mask")
-def _check_no_mask_scores(no_mask_scores) -> None:
+def _check_no_mask(no_mask) -> None:
     expect(
-        isinstance(no_mask_scores, (tuple, list)) and len(no_mask_scores) == 2,
+        isinstance(no_mask, (tuple, list)) and len(no_mask) == 2,
+        "no_mask = {no_mask!r}; set it to the pair (no_mask_model, no_mask_scores): the model "
+        "you trained and the two numbers you measured.",
+        no_mask=no_mask,
+    )
+    model, scores = no_mask
+    if model is None and scores is None:
+        raise NotImplementedError  # not attempted yet
+    expect(
+        callable(model),
+        "no_mask_model = {model!r}; set it to the model you trained, built with "
+        "DateTranslator(causal=False).",
+        model=model,
+    )
+    expect(
+        isinstance(scores, (tuple, list)) and len(scores) == 2,
         "no_mask_scores = {no_mask_scores!r}; set it to the pair (teacher-forced loss on the "
         "validation set, greedy exact match on the validation set).",
-        no_mask_scores=no_mask_scores,
+        no_mask_scores=scores,
     )
-    loss, exact = (float(value) for value in no_mask_scores)
+    loss, exact = (float(value) for value in scores)
     expect(
         0.0 <= exact <= 1.0 and loss >= 0.0,
         "no_mask_scores = ({loss}, {exact}): a loss is at least 0 and an exact match is a "
@@ -255,19 +352,39 @@ def _check_no_mask_scores(no_mask_scores) -> None:
         loss=loss,
         exact=exact,
     )
+    examples = data.date_examples(MEASURED_DATES, seed=704)  # the checker's own dates
     expect(
-        exact < 0.2,
-        "Greedy decoding wrote {exact:.0%} of the dates exactly right. Without the mask it "
-        "should write almost none: is the model you decoded the one built with "
-        "DateTranslator(causal=False), and not the lesson's model?",
-        exact=exact,
+        future_leak(model, examples[0]) > 1e-6,
+        "Changing one character of the target moved no logit before it: your model's decoder "
+        "is causal. Build the model without the mask, DateTranslator(causal=False), and "
+        "train that one.",
+    )
+    measured_loss, measured_exact = measure_without_mask(model, examples)
+    expect(
+        measured_loss < 0.25,
+        "On {count} dates of its own the checker measures your model's teacher-forced loss "
+        "at {measured:.3f}: it has not learned yet. Train it: train(no_mask_model, "
+        "train_examples, steps=200).",
+        count=MEASURED_DATES,
+        measured=measured_loss,
     )
     expect(
-        loss < 0.25,
-        "A teacher-forced loss of {loss:.3f} is high for a model that can read the answer. "
-        "Did you train the model without the mask (train(model, train_examples, steps=200)), "
-        "and measure with teacher_forced_loss, where the decoder reads the shifted target?",
+        measured_loss / 2 < loss < 2 * measured_loss,
+        "You report a teacher-forced loss of {loss:.4f}, but on {count} dates of its own the "
+        "checker measures {measured:.4f} for your model. Measure the model itself: "
+        "teacher_forced_loss(no_mask_model, validation_examples).",
         loss=loss,
+        count=MEASURED_DATES,
+        measured=measured_loss,
+    )
+    expect(
+        abs(exact - measured_exact) < 0.1,
+        "You report an exact match of {exact:.3f}, but greedy decoding of your model writes "
+        "{measured:.3f} of {count} other dates exactly. Measure the model itself: "
+        'exact_match(decode_all(no_mask_model, validation_by_format))["all"].',
+        exact=exact,
+        measured=measured_exact,
+        count=MEASURED_DATES,
     )
 
 

@@ -196,6 +196,32 @@ def _check_attend_one(attend_one_truncated) -> None:
             "{call} gives the wrong numbers; compare with truncated_attention(...)[i].",
             call=call,
         )
+    _check_large_scores(attend_one_truncated, rng)
+
+
+def _check_large_scores(attend_one_truncated, rng) -> None:
+    """Scores in the thousands (q and k scaled by 30): exp of a raw score overflows a float,
+    so only a softmax that subtracts the largest score first gives finite numbers."""
+    q, k = 30.0 * rng.normal(0.0, 1.0, (2, 12, 4))
+    v = rng.normal(0.0, 1.0, (12, 5))
+    call = phrase("attend_one_truncated(q, k, v, i=6, window=3) with scores in the thousands")
+    with np.errstate(over="ignore", invalid="ignore"):  # no warning: the hint says it
+        try:
+            got = np.asarray(attend_one_truncated(q.copy(), k.copy(), v.copy(), 6, 3), float)
+        except OverflowError:
+            got = None
+    expect(
+        got is not None and got.shape == (5,) and bool(np.all(np.isfinite(got))),
+        "{call} overflowed: exp of a score in the thousands is too large for a float. Subtract "
+        "the largest of the scores before exp: the softmax stays the same, and the largest "
+        "term becomes exp(0) = 1.",
+        call=call,
+    )
+    expect(
+        np.allclose(got, attn.truncated_attention(q, k, v, 3)[6], atol=1e-10),
+        "{call} gives the wrong numbers; compare with truncated_attention(...)[i].",
+        call=call,
+    )
 
 
 # --------------------------------------------------------------------------- 08.4
@@ -211,8 +237,17 @@ def best_local_accuracy(near: int, window: int) -> float:
     return float(np.mean(np.sign(visible) == majority))
 
 
+#: The reasons offered for the window that solves the wider task; "b" is the right one.
+WIDE_REASONS = ("a", "b", "c")
+
+
 @exercise("08.4", "a wider local task")
-def _check_local_accuracy(local_accuracy) -> None:
+def _check_local_accuracy(answer) -> None:
+    expect(
+        isinstance(answer, tuple) and len(answer) == 3 and callable(answer[0]),
+        "Pass the three answers together: wide_task = (local_accuracy, wide_window, wide_reason).",
+    )
+    local_accuracy, wide_window, wide_reason = answer
     for near, window in [(5, 2), (5, 5)]:
         call = f"local_accuracy({near}, {window})"
         got = local_accuracy(near, window)
@@ -239,3 +274,31 @@ def _check_local_accuracy(local_accuracy) -> None:
             got=got,
             best=best,
         )
+    expect(
+        wide_window is not None and wide_reason is not None,
+        "local_accuracy works. Now read its results: set wide_window to the smallest window "
+        "that solves the ±5 task, and wide_reason to the letter of the reason.",
+    )
+    expect(
+        wide_window == 5,
+        "wide_window = {got!r}, but the smallest window that solves the ±5 task is the one "
+        "from which local_accuracy(5, window) reaches 1.00: run it for the windows 0 to 6 "
+        "and read the results.",
+        got=wide_window,
+    )
+    expect(
+        wide_reason in WIDE_REASONS,
+        'wide_reason = {got!r}; set it to one of the letters "a", "b" or "c".',
+        got=wide_reason,
+    )
+    expect(
+        wide_reason != "a",
+        "Not a: the layer has the same parameters whatever the window, one score r for every "
+        "offset (2L - 1 of them); the window only masks some of them out.",
+    )
+    expect(
+        wide_reason != "c",
+        "Not c: every window trained for the same 120 steps, and below w = 5 the layer "
+        "already reaches the best accuracy its visible frames allow (the checker compares "
+        "with it): more steps cannot lift it further.",
+    )
