@@ -502,7 +502,7 @@ class Problem:
 
 TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
 CHINESE_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)")
-SCALED_NUMBER = re.compile(r"(\d[\d,]*)\s+(thousand|million|billion)")
+SCALED_NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s+(thousand|million|billion)")
 #: The words that multiply a number, in both languages.
 SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "万": 1e4, "亿": 1e8}
 
