@@ -11,8 +11,8 @@ downloads anything.
 * Real data: ``date_examples`` (dates as the Unicode CLDR's locales write them, from the
   tables that ``babel`` ships), ``digit_images`` (scikit-learn's handwritten digits) and
   ``karate_club`` (Zachary's karate club, from networkx).
-* ``card_sequences`` and ``draw_digit_images``: the capstone's tasks (lesson 15), sequences of
-  key–value cards to be drawn with the handwritten digits.
+* ``card_sequences``, ``answer_positions`` and ``draw_digit_images``: the capstone's tasks
+  (lesson 15), sequences of key–value cards to be drawn with the handwritten digits.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ __all__ = [
     "CARD_TASKS",
     "EMPTY",
     "UNSCORED",
+    "answer_positions",
     "card_sequences",
     "draw_digit_images",
 ]
@@ -458,6 +459,31 @@ def _recall_cards(rng, num_sequences: int, length: int, pairs: int):
     values[rows, card_positions] = card_values
     labels[rows, card_positions] = UNSCORED
     return np.stack([keys, values], axis=-1), labels
+
+
+def answer_positions(task: str, cards) -> np.ndarray:
+    """For every position of ``card_sequences(task, ...)``'s ``cards``, the position of the card
+    that holds its answer: card 0 (``"reach"``), the card with the key 0 (``"content"``), or
+    the card with the question's key (``"recall"``; a card points at itself).
+
+    Returns an integer array ``(num_sequences, length)``.
+
+    >>> cards, labels = card_sequences("recall", 1, 6, rng=0, pairs=2)
+    >>> answer_positions("recall", cards)[0].tolist()
+    [0, 2, 2, 0, 0, 0]
+    """
+    fn = "answer_positions"
+    _checks.check_choice(fn, "task", task, CARD_TASKS)
+    cards = np.asarray(cards)
+    if cards.ndim != 3 or cards.shape[-1] != 2:
+        raise ValueError(f"{fn}: cards must have shape (N, L, 2); got {cards.shape}")
+    keys, values = cards[..., 0], cards[..., 1]
+    if task == "reach":
+        return np.zeros(keys.shape, dtype=int)
+    if task == "content":
+        return np.repeat((keys == 0).argmax(axis=1)[:, None], keys.shape[1], axis=1)
+    holds = (keys[:, :, None] == keys[:, None, :]) & (values != EMPTY)[:, None, :]
+    return holds.argmax(axis=2)  # the one card with the key of each position
 
 
 def draw_digit_images(symbols, image_digits, pool, rng=None) -> np.ndarray:

@@ -100,3 +100,30 @@ def test_drawn_images_show_their_digit_and_come_from_the_pool():
 def test_a_digit_missing_from_the_pool_is_named():
     with pytest.raises(ValueError, match="no image of the digit 3"):
         data.draw_digit_images([[3]], np.array([1, 2, 3]), pool=[0, 1])
+
+
+@pytest.mark.parametrize("task", data.CARD_TASKS)
+def test_answer_positions_point_at_the_card_that_holds_each_answer(task):
+    cards, labels = cards_and_labels(task, pairs=5)
+    where = data.answer_positions(task, cards)
+    assert where.shape == labels.shape and np.issubdtype(where.dtype, np.integer)
+    rows = np.arange(len(cards))[:, None]
+    scored = labels != data.UNSCORED
+    assert (cards[rows, where, 1][scored] == labels[scored]).all()  # the card shows the answer
+    held = cards[rows, where]  # (N, L, 2): the card each position points at
+    if task == "reach":
+        assert (where == 0).all()
+    elif task == "content":
+        assert (held[..., 0] == 0).all()  # the card with key 0
+    else:
+        assert (held[..., 0] == cards[..., 0]).all()  # the card with the question's key
+        assert (held[..., 1] != data.EMPTY).all()  # a card, not a question
+    # a card that holds an answer (unscored) points at itself
+    assert (where[~scored] == np.nonzero(~scored)[1]).all()
+
+
+def test_answer_positions_names_its_arguments():
+    with pytest.raises(ValueError, match="task must be one of"):
+        data.answer_positions("nearby", np.zeros((1, 4, 2), dtype=int))
+    with pytest.raises(ValueError, match=r"cards must have shape \(N, L, 2\)"):
+        data.answer_positions("reach", np.zeros((4, 2), dtype=int))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from . import exercise, expect, phrase
@@ -187,27 +189,119 @@ def _check_accuracy_by_position(accuracy_by_position) -> None:
 # --------------------------------------------------------------------------- 15.4
 
 #: The length at which exercise 15.4 trains the bi-GRU on the reach task: the first card is at
-#: most 7 positions away, as in the lengths where lesson 12's GRU still succeeded.
+#: most 7 positions away, as in the lengths where the RNN lesson's GRU still succeeded.
 SHORTER_LENGTH = 8
+#: The lesson's budget: optimiser steps per training run.
+BUDGET_STEPS = 300
+#: A card's vector is the reader's ten probabilities for its key, then ten for its value.
+CARD_WIDTH, VALUE_DIGITS = 20, slice(10, 20)
+
+
+@contextmanager
+def _watched_training():
+    """Record, inside the block, every optimiser step, the sequence length of every GRU call
+    (and whether gradients were on), and the last call of a model that maps cards
+    ``(N, L, 20)`` to ten scores per position: the cards and the scores."""
+    import torch  # only this checker needs PyTorch
+    from torch.nn.modules.module import register_module_forward_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    seen = {"steps": 0, "gru": [], "model": None}
+
+    def on_step(optimizer, args, kwargs):
+        seen["steps"] += 1
+
+    def on_forward(module, inputs, output):
+        x = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
+        if x is None or x.ndim != 3:
+            return
+        if isinstance(module, torch.nn.GRU):
+            length = x.shape[1] if module.batch_first else x.shape[0]
+            seen["gru"].append((torch.is_grad_enabled(), length, module.bidirectional))
+        elif x.shape[-1] == CARD_WIDTH and isinstance(output, torch.Tensor):
+            if output.shape[:-1] == x.shape[:-1] and output.shape[-1] == 10:
+                seen["model"] = (x.detach(), output.detach())
+
+    step_hook = register_optimizer_step_post_hook(on_step)
+    forward_hook = register_module_forward_hook(on_forward)
+    try:
+        yield seen
+    finally:
+        step_hook.remove()
+        forward_hook.remove()
+
+
+def _first_card_agreement(cards, scores) -> float:
+    """How often the answers at positions 1, 2, ... name the value on card 0 (as the reader
+    reads it): the reach task's accuracy, re-measured from the model's own answers."""
+    first_value = cards[:, 0, VALUE_DIGITS].argmax(-1)
+    return float((scores[:, 1:].argmax(-1) == first_value[:, None]).float().mean())
 
 
 @exercise("15.4", "shorter sequences for the bi-GRU")
 def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
     call = f"gru_reach_accuracy({SHORTER_LENGTH})"
-    got = gru_reach_accuracy(SHORTER_LENGTH)
+    with _watched_training() as seen:
+        got = gru_reach_accuracy(SHORTER_LENGTH)
     expect(
         np.ndim(got) == 0 and 0.0 <= float(got) <= 1.0,
         "{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
         call=call,
         got=got,
     )
+    got = float(got)
     expect(
-        float(got) > 0.8,
+        seen["steps"] > 0,
+        "{call} returned {got:.2f} without training anything: no optimiser took a step. "
+        "Train a new bi-GRU inside the function, then measure it.",
+        call=call,
+        got=got,
+    )
+    trained = {(length, both) for grad, length, both in seen["gru"] if grad}
+    expect(
+        any(both for _, both in trained),
+        '{call} trained no bidirectional GRU; build the model as SequenceReader("bi-GRU", length).',
+        call=call,
+    )
+    lengths = sorted({length for length, _ in trained})
+    expect(
+        lengths == [SHORTER_LENGTH],
+        "{call} trained the bi-GRU on sequences of {lengths} cards; train it on sequences of "
+        'the length asked for (training_batches("reach", length, 0, STEPS)).',
+        call=call,
+        lengths=lengths,
+    )
+    expect(
+        seen["steps"] == BUDGET_STEPS,
+        "{call} took {steps} optimiser steps; the lesson's budget is {budget}.",
+        call=call,
+        steps=seen["steps"],
+        budget=BUDGET_STEPS,
+    )
+    expect(
+        seen["model"] is not None and seen["model"][0].shape[1] == SHORTER_LENGTH,
+        "{call} did not test the model on sequences of {length} cards; test it on a test set "
+        "of the same length as its training.",
+        call=call,
+        length=SHORTER_LENGTH,
+    )
+    remeasured = _first_card_agreement(*seen["model"])
+    expect(
+        abs(got - remeasured) < 0.06,
+        "{call} returned {got:.2f}, but on the test sequences it was last run on, the model "
+        "names the value on the first card at {remeasured:.2f} of the scored positions. Return "
+        "the accuracy over the scored positions (the first card's own position is not scored).",
+        call=call,
+        got=got,
+        remeasured=remeasured,
+    )
+    expect(
+        got > 0.8,
         "{call} = {accuracy:.2f}: with the first card at most {farthest} positions "
         "away, the bi-GRU should find it within the lesson's budget. Did you train it on "
         'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
         "on a test set of the same length?",
         call=call,
-        accuracy=float(got),
+        accuracy=got,
         farthest=SHORTER_LENGTH - 1,
     )
