@@ -159,7 +159,7 @@ def timed_rounds(
     """
     repeats = max(1, min(repeats, int(os.environ.get(REPEATS_AT_MOST, repeats))))
     times: dict[object, list[float]] = {name: [] for name in candidates}
-    for round_number in range(repeats + warm_up):
+    for round_number in range(repeats + (1 if warm_up else 0)):
         for name, fn in candidates.items():
             elapsed = seconds_of(fn, device, least)
             time.sleep(pause)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -97,16 +97,20 @@ def test_repeats_are_capped_by_the_environment(monkeypatch):
     assert [len(seconds) for seconds in rounds.values()] == [5, 5]
 
 
-def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up():
+def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up(monkeypatch):
     """Each candidate's seconds, one per round, in the order they were timed: a ratio taken
     round by round pairs calls made moments apart."""
-    durations = iter([0.0, 0.005, 0.01, 0.015, 0.02, 0.025])  # a, b, a, b, ...
-    candidates = {name: (lambda: time.sleep(next(durations))) for name in "ab"}
-    rounds = bench.timed_rounds(
-        candidates, repeats=3, device=torch.device("cpu"), pause=0.0, warm_up=False
-    )
-    assert rounds["a"].shape == rounds["b"].shape == (3,)
-    assert np.all(np.diff(rounds["a"]) > 0.005) and np.all(rounds["b"] > rounds["a"] + 0.002)
+    clock = itertools.count(1.0)  # the n-th measurement takes n seconds: a, b, a, b, ...
+    monkeypatch.setattr(bench, "seconds_of", lambda fn, device, least: fn() or next(clock))
+    calls = []
+    candidates = {name: (lambda name=name: calls.append(name)) for name in "ab"}
+    cpu = torch.device("cpu")
+    rounds = bench.timed_rounds(candidates, repeats=3, device=cpu, pause=0.0, warm_up=False)
+    assert calls == ["a", "b"] * 3
+    assert rounds["a"].tolist() == [1.0, 3.0, 5.0] and rounds["b"].tolist() == [2.0, 4.0, 6.0]
+    rounds = bench.timed_rounds(candidates, repeats=2, device=cpu, pause=0.0)
+    assert calls == ["a", "b"] * 6  # a warm-up round, then two rounds ...
+    assert rounds["a"].tolist() == [9.0, 11.0] and rounds["b"].tolist() == [10.0, 12.0]  # kept
 
 
 def test_spread_prints_the_median_and_the_range():

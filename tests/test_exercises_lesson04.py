@@ -94,10 +94,10 @@ def hand_built_layer(num_heads, sharpness=20.0):
 
 
 @cache
-def head_layers(num_heads, seed, sharpness=None):
+def head_layers(num_heads, seed):
     """Stands in for a trained layer of the lesson (the notebook's solution trains the real
     ones): hand-built heads, exact for even seeds and blurred, like a stuck run, for odd ones."""
-    return hand_built_layer(num_heads, sharpness or (20.0 if seed % 2 == 0 else 3.5))
+    return hand_built_layer(num_heads, 20.0 if seed % 2 == 0 else 3.5)
 
 
 def head_experiment(num_heads, seeds):

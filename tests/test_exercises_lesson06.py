@@ -7,6 +7,7 @@ import pytest
 
 from attnlib import numpy as attn
 from attnlib.exercises.lesson06 import (
+    NeighbourBlock,
     _random_block,
     affected_outputs_reference,
     moved_outputs_reference,
@@ -48,6 +49,22 @@ def moved_in_place(blocks, x, memory, t, causal):
 
 def moved_inputs(blocks, x, memory, t, causal):
     return np.arange(len(x)) == t  # where the input changed, not the outputs
+
+
+def moved_first_block_only(blocks, x, memory, t, causal):
+    return moved_outputs(blocks[:1], x, memory, t, causal)
+
+
+def moved_each_block_on_x(blocks, x, memory, t, causal):
+    changed = x.copy()
+    changed[t] += 1.0
+    last = [blk(x, memory, causal=causal)[0] for blk in blocks][-1]  # not chained
+    last_changed = [blk(changed, memory, causal=causal)[0] for blk in blocks][-1]
+    return np.abs(last_changed - last).max(axis=-1) > 1e-12
+
+
+def moved_without_running(blocks, x, memory, t, causal):
+    return np.arange(len(x)) >= t if causal else np.ones(len(x), bool)  # the rule, not a run
 
 
 def mask_not_inverted(mask, num_heads):
@@ -195,6 +212,9 @@ WRONG = [
     ("06.5", moved_ignores_causal, "Pass causal on to every block"),
     ("06.5", moved_in_place, "changed the x it was given"),
     ("06.5", moved_inputs, "only position t moved"),
+    ("06.5", moved_first_block_only, "each block's reach adds up"),
+    ("06.5", moved_each_block_on_x, "each block's reach adds up"),
+    ("06.5", moved_without_running, "each block's reach adds up"),
     ("06.5", lambda blocks, x, memory, t, causal: np.zeros(len(x) + 1, bool), "shape"),
     ("06.2", affected_columns, "columns"),
     ("06.2", affected_one_layer, "one more step"),
@@ -245,3 +265,13 @@ def test_moved_reference_sees_the_causal_mask(t):
     x, memory = rng.normal(size=(5, 8)), rng.normal(size=(3, 8))
     assert list(moved_outputs_reference(blocks, x, memory, t, True)) == [p >= t for p in range(5)]
     assert moved_outputs_reference(blocks, x, memory, t, False).all()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_stand_in_blocks_reach_one_neighbour_each(causal):
+    """Changing x[2] moves positions 2..2+n after n stand-in blocks (and 2-n.. without the mask)."""
+    x, memory = np.random.default_rng(0).normal(size=(7, 4)), np.zeros((3, 4))
+    for n in (1, 2, 3):
+        moved = moved_outputs_reference([NeighbourBlock()] * n, x, memory, 2, causal)
+        low = 2 if causal else max(0, 2 - n)
+        assert list(moved) == [low <= p <= 2 + n for p in range(7)]

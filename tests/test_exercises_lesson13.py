@@ -14,7 +14,6 @@ from attnlib.exercises.lesson13 import (
     PATH_NODES,
     call_with_peak,
     hop_distances_reference,
-    message_passing_reference,
 )
 
 # ---------------------------------------------------------------- reference solutions
@@ -217,15 +216,6 @@ def test_distance_reference_on_the_textbook_graph():
     dist = hop_distances_reference(graph.edges, 8)
     assert dist[0].tolist() == [0, 5, 4, 3, 1, 1, 2, 1]  # from node 1; node 2 is 5 hops away
     assert dist.max() == 6  # the diameter: nodes 2 and 5 (or 6)
-
-
-def test_message_passing_reference_is_masked_attention():
-    graph = data.example_graph()
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(8, 4))
-    w_q, w_k, w_v = (rng.normal(size=(4, d)) for d in (3, 3, 2))
-    want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(graph.edges, 8))[0]
-    assert np.allclose(message_passing_reference(x, graph.edges, w_q, w_k, w_v), want)
 
 
 def test_memory_of_a_sparse_step_doubles_and_of_a_dense_one_quadruples():

@@ -240,6 +240,7 @@ def test_the_first_lesson_that_names_a_work_cites_it(pattern, key):
         if re.search(pattern, prose):
             assert key in cited_keys("\n".join(texts)), f"{path.stem} names {pattern}: cite {key}"
             return
+    pytest.fail(f"no lesson names {pattern}: remove it from NAMED_WORKS or mend the pattern")
 
 
 def test_every_bibliography_entry_is_cited():

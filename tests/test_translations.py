@@ -266,3 +266,18 @@ def test_a_message_without_chinese_is_reported(tmp_path, monkeypatch):
     problems = translations.check_catalog(page)
     after = {p.msgid for p in problems if p.what == "untranslated"}
     assert after - before == {entry.msgid}
+
+
+@pytest.mark.parametrize(
+    ("msgid", "msgstr", "lost"),
+    [
+        ("about 4.1 million images", "约 410 万张图像", []),  # 4.1 × 10⁶ is not exactly 4100000.0
+        ("1.3 million parameters", "130 万个参数", []),
+        ("36 million pairs", "3600 万对", []),
+        ("between 30 and 90 million images", "3000 万到 9000 万张图像之间", []),
+        ("36 million pairs", "360 万对", ["number '36'"]),
+        ("8,192 tokens", "8192 个词元", ["number '8,192'"]),
+    ],
+)
+def test_numbers_may_be_written_with_wan_and_a_wrong_one_is_caught(msgid, msgstr, lost):
+    assert translations.preserved(msgid, msgstr) == lost

@@ -503,6 +503,10 @@ class Problem:
 TEXT_IN_MATH = re.compile(r"\\text\{[^{}]*\}")
 CHINESE_NUMBER = re.compile(r"(\d+(?:\.\d+)?)\s*(万|亿)")
 SCALED_NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s+(thousand|million|billion)")
+#: The first number of a range whose scale word comes after the second: "30 and 90 million".
+SCALED_RANGE_START = re.compile(
+    r"(\d[\d,]*(?:\.\d+)?)\s+(?:and|to|or)\s+\d[\d,]*(?:\.\d+)?\s+(thousand|million|billion)"
+)
 #: The words that multiply a number, in both languages.
 SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "万": 1e4, "亿": 1e8}
 
@@ -541,11 +545,16 @@ def preserved(msgid: str, msgstr: str) -> list[str]:
             lost.append(f"link {target!r}")
     plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgid))))
     zh_plain = ROLE.sub("", CODE.sub("", MATH.sub("", URL.sub("", msgstr))))
-    scaled = {n: float(n.replace(",", "")) * SCALE[w] for n, w in SCALED_NUMBER.findall(plain)}
+    scaled = {
+        n: round(float(n.replace(",", "")) * SCALE[w])
+        for pattern in (SCALED_NUMBER, SCALED_RANGE_START)
+        for n, w in pattern.findall(plain)
+    }
     for number in set(NUMBER.findall(plain)):
         value = float(number.replace(",", "")) if re.fullmatch(r"[\d,]+", number) else None
         values = {value, scaled.get(number)}
-        if number not in zh_plain and not values & chinese_numbers(zh_plain):
+        written = re.search(rf"(?<![\d.]){re.escape(number)}(?![\d]|[.,]\d)", zh_plain)
+        if not written and not values & chinese_numbers(zh_plain):
             lost.append(f"number {number!r}")
     return lost
 

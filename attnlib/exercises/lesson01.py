@@ -127,8 +127,9 @@ def frames_and_segments(window_ms: float, hop_ms: float) -> tuple[int, int]:
 def summed_segments(window_ms: float, hop_ms: float) -> int:
     """The voiced segments that the lesson's own rule, summed energy above 0.1, would find.
 
-    It is the plausible mistake of exercise 01.3: it agrees with the mean rule at 25/10 and
-    50/20 ms, and finds fewer segments from 70 ms frames on (one instead of two at 80/40).
+    It is the plausible mistake of exercise 01.3: it agrees with the mean rule at 25/10, 50/20
+    and 100/50 ms, and finds fewer segments at 70/35, 80/40 and 90/45 (one instead of two at
+    80/40).
     """
     return _segments((_frames(window_ms, hop_ms) ** 2).sum(axis=1) > 0.1)
 

@@ -300,7 +300,7 @@ def _trained_layers(head_experiment, num_heads: int, seeds: list[int], x, y) -> 
 @exercise("04.4", "more heads, same parameters")
 def _check_head_experiment(answer) -> None:
     expect(
-        isinstance(answer, tuple) and len(answer) == 2 and callable(answer[0]),
+        isinstance(answer, (tuple, list)) and len(answer) == 2 and callable(answer[0]),
         "Pass the function and your answer together: head_answer = (head_experiment, "
         'more_heads_help), then check("04.4", head_answer).',
     )

@@ -396,20 +396,47 @@ def moved_outputs_reference(blocks, x, memory, t: int, causal: bool) -> np.ndarr
     return np.abs(outputs[1] - outputs[0]).max(axis=-1) > 1e-12
 
 
+class NeighbourBlock:
+    """A stand-in decoder block whose reach is easy to count: each position adds the vector to
+    its left, and without the causal mask the one to its right too, so a change travels one
+    position per block (two blocks, change at t: t, t + 1 and t + 2 move).
+
+    Called like a ``TransformerDecoderBlock``: ``blk(h, memory, causal=True) -> (y, None, None)``.
+    """
+
+    def __call__(self, x, memory, mask=None, memory_mask=None, causal=True, need_weights=True):
+        """y_i = x_i + x_{i-1} (+ x_{i+1} when ``causal`` is False); ``memory`` is not read."""
+        x = np.asarray(x, dtype=float)
+        y = x.copy()
+        y[1:] += x[:-1]
+        if not causal:
+            y[:-1] += x[1:]
+        return y, None, None
+
+
 @exercise("06.5", "a decoder that can peek")
 def _check_moved_outputs(moved_outputs) -> None:
     rng = np.random.default_rng(605)
-    for num_blocks in (1, 2):
-        blocks = [
-            attn.TransformerDecoderBlock(8, 2, 16, seed=60 + 3 * n) for n in range(num_blocks)
-        ]
-        x, memory = rng.normal(0.0, 1.0, (5, 8)), rng.normal(0.0, 1.0, (4, 8))
+    # Real decoder blocks, then stand-ins whose reach grows by one position per block: with real
+    # blocks the pattern is the same for one block or many, so only the stand-ins can tell
+    # whether every block ran on the output of the one before.
+    stacks = [
+        (
+            phrase("{n} decoder block(s)", n=n),
+            [attn.TransformerDecoderBlock(8, 2, 16, seed=60 + 3 * i) for i in range(n)],
+        )
+        for n in (1, 2)
+    ] + [
+        (phrase("{n} stand-in block(s) that each reach one neighbour", n=n), [NeighbourBlock()] * n)
+        for n in (1, 2, 3)
+    ]
+    for what, blocks in stacks:
+        x, memory = rng.normal(0.0, 1.0, (7, 8)), rng.normal(0.0, 1.0, (4, 8))
         for t in (0, 2, 4):
             for causal in (True, False):
                 call = phrase(
-                    "moved_outputs({num_blocks} decoder block(s), x of shape (5, 8), t={t}, "
-                    "causal={causal})",
-                    num_blocks=num_blocks,
+                    "moved_outputs({what}, x of shape (7, 8), t={t}, causal={causal})",
+                    what=what,
                     t=t,
                     causal=causal,
                 )
@@ -447,8 +474,8 @@ def _check_moved_outputs(moved_outputs) -> None:
                 expect(
                     False,
                     "{call} = {got}, expected {want}. Run every block in turn on the output of "
-                    "the one before, for x and for the changed copy, and compare the two final "
-                    "outputs.",
+                    "the one before (each block's reach adds up), for x and for the changed copy, "
+                    "and compare the two final outputs.",
                     call=call,
                     got=got.astype(int).tolist(),
                     want=want.astype(int).tolist(),

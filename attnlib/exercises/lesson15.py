@@ -286,8 +286,13 @@ def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
         length=SHORTER_LENGTH,
     )
     remeasured = _first_card_agreement(*seen["model"])
+    # The re-measure counts agreement with the reader's reading of card 0, the learner's
+    # accuracy the true digit: the two differ by about the reader's error rate (2.5 % in the
+    # lesson, at most 7 % by its assert). Counting the first card's own position as wrong
+    # turns an accuracy a into 7/8 a, which passes the mark of 0.8 below only if a > 0.914,
+    # and then lies more than 0.114 below the re-measure.
     expect(
-        abs(got - remeasured) < 0.06,
+        abs(got - remeasured) < 0.11,
         "{call} returned {got:.2f}, but on the test sequences it was last run on, the model "
         "names the value on the first card at {remeasured:.2f} of the scored positions. Return "
         "the accuracy over the scored positions (the first card's own position is not scored).",

@@ -5,7 +5,7 @@ Prose refers to a lesson by its topic, the name of its notebook without the numb
 ``lessons/05_positional_encoding.ipynb``; in Chinese, ``第 {lesson}`positional_encoding` 课``
 renders as "第 05 课". The number is read from the file name at build time, so renumbering the
 lessons (renaming their files) renumbers every reference with them, and a reference to a lesson
-that no longer exists stops the build (``-W``). ``tests/test_lesson_conventions.py`` refuses a
+that no longer exists stops the build (``-W``). ``tests/test_references.py`` refuses a
 lesson number typed by hand.
 """
 
@@ -58,5 +58,6 @@ def lesson_role(name, rawtext, text, lineno, inliner, options=None, content=None
 
 
 def setup(app: Sphinx) -> dict:
+    """Sphinx's entry point: register the role ``lesson``."""
     app.add_role("lesson", lesson_role)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
