@@ -205,6 +205,21 @@ def test_prose_claims_are_asserted(lesson):
     assert len(asserting) >= 5
 
 
+def test_timings_are_taken_in_rounds_and_printed_with_their_spread(lesson):
+    """A cell that times code takes interleaved rounds (``bench.timed_rounds``) and prints each
+    time or ratio as median [min–max] (``bench.spread``); the only clock read directly is a
+    training run's own duration, printed once and never compared."""
+    _, nb = lesson
+    for index, cell in enumerate(nb.cells):
+        code = source(cell) if cell.cell_type == "code" else ""
+        if "timed_rounds(" in code:
+            assert "spread(" in code, f"cell {index} times rounds but prints no spread"
+        for clock in ("timeit", "time.time()", "seconds_of("):
+            assert clock not in code, f"cell {index} reads {clock}: use bench.timed_rounds"
+        if "perf_counter()" in code:
+            assert "trained in" in code, f"cell {index} times with perf_counter: use timed_rounds"
+
+
 def normalised_terms(english: str) -> set[str]:
     """ "causal mask / sequence mask (x)" → {"causal mask / sequence mask", "causal mask", ...}."""
     plain = re.sub(r"\(.*?\)", "", english.replace("`", "")).lower()
