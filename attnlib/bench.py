@@ -57,7 +57,6 @@ import torch.nn.functional as F
 from . import _tiles
 from . import numpy as attn_np
 from . import torch as attn_torch
-from . import triton as attn_triton
 
 __all__ = [
     "REPEATS_AT_MOST",
@@ -614,6 +613,8 @@ def triton_skip_reason(device: torch.device) -> str | None:
     if device.type != "cuda":
         return f"needs a CUDA GPU; this run is on {device}"
     try:
+        from . import triton as attn_triton  # here, not at the top: see ``triton_calls``
+
         interpreting = attn_triton.interpreting()
     except ImportError:
         return "needs the triton package"
@@ -629,6 +630,10 @@ def triton_calls(length: int, device: torch.device) -> dict[str, Callable[[], ob
     >>> sorted(triton_calls(16, torch.device("cpu")))
     ['sdpa', 'sdpa+backward', 'triton', 'triton+backward']
     """
+    # Imported here: attnlib.triton switches Triton to its interpreter where there is no GPU,
+    # which importing bench (as attnlib.distributed does) must not do.
+    from . import triton as attn_triton
+
     q, k, v = (x.half() for x in random_qkv((1, TRITON_HEADS, length, HEAD_DIM), device))
     leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
     upstream = torch.randn_like(q)

@@ -10,7 +10,9 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import os
 import re
+import subprocess
 import sys
 import tomllib
 from collections import defaultdict
@@ -327,6 +329,39 @@ def test_the_exercises_depend_on_the_core_and_not_the_other_way_round():
             and (name.startswith("_") or any(p.startswith("_") for p in module.split(".")))
         }
         assert not private, f"{path.name} uses private names of the core: {private}"
+
+
+#: Run in a fresh interpreter where ``import torch`` fails, as after ``pip install attnlib``
+#: (NumPy and matplotlib only): what is left of the environment after the imports.
+NUMPY_ONLY_IMPORTS = """
+import os, sys
+sys.modules["torch"] = None  # import torch raises ImportError, as where it is not installed
+os.environ.pop("TRITON_INTERPRET", None)
+import attnlib, attnlib.numpy, attnlib.data, attnlib.exercises
+from attnlib.exercises import check
+assert check("02.1", None).status == "not attempted"
+print(os.environ.get("TRITON_INTERPRET", "unset"), "torch" in sys.modules and sys.modules["torch"])
+"""
+
+
+def test_the_numpy_path_and_the_checkers_import_without_torch_and_leave_triton_alone():
+    """README: plain attnlib needs NumPy and matplotlib only. Importing the checkers must not
+    need PyTorch, nor switch Triton to its interpreter for the whole process."""
+    result = subprocess.run(
+        [sys.executable, "-c", NUMPY_ONLY_IMPORTS], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["unset", "None"]
+
+
+def test_importing_the_checkers_with_torch_installed_leaves_triton_alone():
+    code = "import os; import attnlib.exercises; print(os.environ.get('TRITON_INTERPRET', 'unset'))"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "unset"
 
 
 def test_the_name_scan_reads_relative_imports():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .. import distributed
 from . import exercise, expect
 
 # --------------------------------------------------------------------------- 10.1
@@ -51,6 +50,8 @@ def causal_tiles_per_step_reference(rank: int, world_size: int) -> list[int]:
     >>> causal_tiles_per_step_reference(2, 4)
     [3, 4, 4, 0]
     """
+    from .. import distributed  # PyTorch: imported when a checker of lesson 10 runs, not before
+
     plan = distributed.ring_plan(rank, world_size, 8 * world_size, "contiguous", causal=True)
     return [len(tiles) for tiles in plan]
 
@@ -99,6 +100,8 @@ def busiest_over_mean_reference(world_size: int, layout: str) -> float:
     >>> busiest_over_mean_reference(4, "contiguous")
     1.6666666666666667
     """
+    from .. import distributed  # PyTorch: imported when a checker of lesson 10 runs, not before
+
     counts = distributed.tile_counts(world_size, 8 * world_size, layout=layout, causal=True)
     return max(counts) / (sum(counts) / len(counts))
 
