@@ -8,6 +8,8 @@ must share a dtype (``require_same_dtype``), where NumPy promotes them.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -157,6 +159,45 @@ def require_positive_int(fn: str, name: str, value, allow_zero: bool = False) ->
     smallest = 0 if allow_zero else 1
     if value < smallest:
         raise ValueError(f"{fn}: {name} must be >= {smallest}; got {name}={value}")
+
+
+def require_flag(fn: str, name: str, value) -> None:
+    """Raise TypeError unless ``value`` is True or False: ``causal="False"`` is a non-empty
+    string, which Python would read as true."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{fn}: {name} must be True or False; got {type(value).__name__} {value!r}")
+
+
+def require_positive_real(fn: str, name: str, value) -> float:
+    """``value`` as a float, if it is a real number, finite and above 0 (a scale, an epsilon);
+    else TypeError (not a number, or a bool) or ValueError."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{fn}: {name} must be a positive real number; got {type(value).__name__} {value!r}"
+        )
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{fn}: {name} must be finite and above 0; got {name}={value!r}")
+    return float(value)
+
+
+def check_axis(fn: str, axis, x) -> None:
+    """Raise TypeError/ValueError unless ``axis`` is an int that names a dimension of ``x``."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"{fn}: axis must be an int; got {type(axis).__name__} {axis!r}")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(
+            f"{fn}: axis={axis} is out of range for x.shape={shape_str(x)} ({x.ndim} dimensions)"
+        )
+
+
+def scale_or_default(fn: str, scale, d_k: int) -> float:
+    """The scores' scale: ``1/sqrt(d_k)`` when ``scale`` is None (the Transformer's choice),
+    else ``scale``, checked (a positive finite real number).
+
+    >>> scale_or_default("attention", None, 4), scale_or_default("attention", 1, 4)
+    (0.5, 1.0)
+    """
+    return d_k**-0.5 if scale is None else require_positive_real(fn, "scale", scale)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...] | None:
@@ -324,6 +365,15 @@ def check_lengths(fn: str, lengths, max_len) -> int:
             f"{fn}: every length must lie in [0, max_len={max_len}]; got lengths={lengths.tolist()}"
         )
     return max_len
+
+
+def require_integer_edges(fn: str, edges) -> None:
+    """Raise TypeError unless ``edges`` (pairs, an array or a tensor, as given) holds integers:
+    an edge ``(0.5, 1.7)`` would otherwise be truncated to ``(0, 1)`` without a word."""
+    given = edges if hasattr(edges, "dtype") else np.asarray(edges)
+    dtype = str(given.dtype).removeprefix("torch.")  # "int64", "uint8", "float64", "bool", …
+    if math.prod(given.shape) and not dtype.startswith(("int", "uint")):
+        raise TypeError(f"{fn}: edges must be integer node indices; got dtype {dtype}")
 
 
 def check_edges(fn: str, edges, num_nodes: int):

@@ -166,7 +166,8 @@ class BandPlan:
         self.reach = 0 if one_block else -(-self.window // self.block)
         self.blocks_ahead = 0 if causal else self.reach
         self.span = (self.reach + 1 + self.blocks_ahead) * self.block
-        self.blocks_per_group = max(1, group_scores // (sequences * self.block * self.span))
+        # (an empty batch, sequences = 0, counts as one sequence: no work, and no zero divisor)
+        self.blocks_per_group = max(1, group_scores // (max(1, sequences) * self.block * self.span))
         offsets = (  # j − i: query row × key column of a block's span
             np.arange(self.span)[None, :] - self.reach * self.block - np.arange(self.block)[:, None]
         )

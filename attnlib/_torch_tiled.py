@@ -92,6 +92,8 @@ class TiledAttention(torch.autograd.Function):
     @once_differentiable  # not itself differentiable: a second derivative is a clear error
     def backward(ctx, grad_out):
         q, k, v, out, logsumexp = ctx.saved_tensors
+        if math.prod(ctx.batch) == 0:  # an empty batch: every gradient is a sum of nothing
+            return torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v), None, None, None
         sequences = as_sequences(ctx.batch, q, k, v, grad_out)
         grads = tiled_backward(*sequences, ctx.mask, ctx.scale, ctx.plan, out, logsumexp)
         reduced = [  # back to each input's own shape and dtype, undoing the broadcasts

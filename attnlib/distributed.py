@@ -259,6 +259,7 @@ def ring_plan(rank: int, world_size: int, length: int, layout: str, causal: bool
     >>> [len(step) for step in ring_plan(0, 4, 16, "contiguous", causal=True)]
     [3, 0, 0, 0]
     """
+    _checks.require_flag("ring_plan", "causal", causal)
     queries = _with_rows(shard_chunks(rank, world_size, length, layout))
     plan = []
     for step in range(world_size):
@@ -423,10 +424,11 @@ def ring_attention(
     """
     fn = "ring_attention"
     _check_ring_input(fn, q, k, v, layout, group)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    _checks.require_flag(fn, "causal", causal)
+    scale = _checks.scale_or_default(fn, scale, q.shape[-1])
     ring = Ring(group)
     _check_same_everywhere(fn, q, k, v, causal, layout, scale, group)
-    plan = ring_plan(ring.rank, ring.size, q.shape[-2] * ring.size, layout, bool(causal))
+    plan = ring_plan(ring.rank, ring.size, q.shape[-2] * ring.size, layout, causal)
     stats = RingStats() if stats is None else stats
     if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
         return RingAttention.apply(q, k, v, plan, scale, ring, stats)

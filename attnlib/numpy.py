@@ -80,6 +80,7 @@ def softmax(x, axis: int = -1, mask=None) -> np.ndarray:
     """
     x = _array("x", x)
     _checks.require_float("softmax", "x", x)
+    _checks.check_axis("softmax", axis, x)
     _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
     if mask is not None:
         mask = _array("mask", mask)
@@ -101,11 +102,6 @@ def _masked_softmax(x: np.ndarray, axis: int, mask) -> np.ndarray:
     return exps / np.maximum(total, 1.0)
 
 
-def _default_scale(scale, d_k: int) -> float:
-    """``1/sqrt(d_k)`` when ``scale`` is None (the Transformer's choice), else ``scale``."""
-    return d_k**-0.5 if scale is None else float(scale)
-
-
 def dot_product_scores(q, k, scale=None) -> np.ndarray:
     r"""Dot-product relevance of every query to every key.
 
@@ -121,13 +117,14 @@ def dot_product_scores(q, k, scale=None) -> np.ndarray:
     """
     q, k = _array("q", q), _array("k", k)
     _checks.check_query_key("dot_product_scores", q, k)
-    return _scaled_scores(q, k, scale)
+    return _scaled_scores(q, k, _checks.scale_or_default("dot_product_scores", scale, q.shape[-1]))
 
 
-def _scaled_scores(q: np.ndarray, k: np.ndarray, scale) -> np.ndarray:
-    """``dot_product_scores`` without the input checks."""
+def _scaled_scores(q: np.ndarray, k: np.ndarray, scale: float | None) -> np.ndarray:
+    """``dot_product_scores`` without the input checks (``scale`` None: 1/sqrt(d_k))."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
-    return (q * _default_scale(scale, q.shape[-1])) @ np.swapaxes(k, -1, -2)
+    return (q * scale) @ np.swapaxes(k, -1, -2)
 
 
 def additive_scores(q, k, w_q, w_k, w) -> np.ndarray:
@@ -180,6 +177,8 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_attention("attention", q, k, v, mask)
+    _checks.require_flag("attention", "need_weights", need_weights)
+    scale = _checks.scale_or_default("attention", scale, q.shape[-1])
     return _attention(q, k, v, mask, scale, need_weights)
 
 
@@ -216,12 +215,13 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_tiled("tiled_attention", q, k, v, mask, block_q, block_k)
+    scale = _checks.scale_or_default("tiled_attention", scale, q.shape[-1])
     if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
         return _attention(q, k, v, mask, scale, need_weights=True)[0]
     plan = _tiles.FullPlan(
         q.shape[-2], k.shape[-2], block_q or _tiles.DEFAULT_BLOCK, block_k or _tiles.DEFAULT_BLOCK
     )
-    return _tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
+    return _tiled(q, k, v, mask, scale, plan)
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> np.ndarray:
@@ -242,9 +242,11 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     """
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
+    _checks.require_flag("truncated_attention", "causal", causal)
+    scale = _checks.scale_or_default("truncated_attention", scale, q.shape[-1])
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=math.prod(batch))
-    return _tiled(q, k, v, None, _default_scale(scale, q.shape[-1]), plan)
+    return _tiled(q, k, v, None, scale, plan)
 
 
 def _tiled(q, k, v, mask, scale, plan) -> np.ndarray:
@@ -253,6 +255,8 @@ def _tiled(q, k, v, mask, scale, plan) -> np.ndarray:
     if mask is not None:
         mask = np.broadcast_to(mask, (*batch, q.shape[-2], k.shape[-2]))  # a view
     out = np.empty((*batch, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
+    if out.size == 0:  # an empty batch, no queries or d_v = 0: nothing to compute
+        return out
     for group in plan.query_groups():
         q_blocks = _query_rows(q, group) * scale
         maximum = np.full((*q_blocks.shape[:-1], 1), -np.inf, dtype=out.dtype)
@@ -333,13 +337,16 @@ def linear_attention(q, k, v, causal: bool = False) -> np.ndarray:
     """
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     _checks.check_attention("linear_attention", q, k, v, None)
+    _checks.require_flag("linear_attention", "causal", causal)
     if causal:
         _checks.check_same_length("linear_attention", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     if not causal:
         state = np.swapaxes(phi_k, -1, -2) @ v  # (..., d_k, d_v): Σ_j φ(k_j) v_jᵀ
         normaliser = phi_k.sum(axis=-2)  # (..., d_k): Σ_j φ(k_j)
-        return (phi_q @ state) / (phi_q @ normaliser[..., None])
+        # No keys at all: a zero state and normaliser, and a zero output rather than 0 / 0.
+        smallest = np.finfo(state.dtype).tiny
+        return (phi_q @ state) / np.maximum(phi_q @ normaliser[..., None], smallest)
     states = np.cumsum(phi_k[..., :, None] * v[..., None, :], axis=-3)  # (..., L, d_k, d_v)
     normalisers = np.cumsum(phi_k, axis=-2)  # (..., L, d_k)
     numerator = (phi_q[..., None, :] @ states)[..., 0, :]
@@ -401,6 +408,7 @@ def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
     _checks.check_attention("low_rank_attention", q, k, v, None)
     _checks.check_projection("low_rank_attention", "projection_k", projection_k, k.shape[-2])
     _checks.check_projection("low_rank_attention", "projection_v", projection_v, k.shape[-2])
+    scale = _checks.scale_or_default("low_rank_attention", scale, q.shape[-1])
     weights = _masked_softmax(_scaled_scores(q, projection_k @ k, scale), -1, None)
     return weights @ (projection_v @ v), weights
 
@@ -535,6 +543,9 @@ def graph_mask(edges, num_nodes: int, directed: bool = False, self_loops: bool =
            [1, 1, 1],
            [0, 1, 1]])
     """
+    _checks.require_integer_edges("graph_mask", edges)
+    _checks.require_flag("graph_mask", "directed", directed)
+    _checks.require_flag("graph_mask", "self_loops", self_loops)
     edges = _checks.check_edges("graph_mask", np.asarray(edges, dtype=int), num_nodes)
     mask = np.eye(num_nodes, dtype=bool) if self_loops else np.zeros((num_nodes,) * 2, bool)
     mask[edges[:, 0], edges[:, 1]] = True
@@ -561,6 +572,7 @@ def sinusoidal_positional_encoding(length: int, d_model: int, base: float = 1000
     """
     _checks.require_positive_int("sinusoidal_positional_encoding", "length", length)
     _checks.require_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    base = _checks.require_positive_real("sinusoidal_positional_encoding", "base", base)
     positions = np.arange(length, dtype=np.float64)[:, None]
     frequencies = base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
     angles = positions * frequencies  # (length, ceil(d_model / 2))
@@ -627,6 +639,7 @@ class SelfAttention:
         x = _array("x", x)
         mask = None if mask is None else _array("mask", mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
+        _checks.require_flag("SelfAttention", "need_weights", need_weights)
         if mask is not None:
             _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
         return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
@@ -705,6 +718,7 @@ class MultiHeadAttention:
 
     def __init__(self, d_model: int, num_heads: int, d_k=None, d_v=None, bias=False, seed=0):
         d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
+        _checks.require_flag("MultiHeadAttention", "bias", bias)
         self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
         rng = np.random.default_rng(seed)
         self.w_q = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_k))
@@ -736,6 +750,7 @@ class MultiHeadAttention:
         value = key if value is None else _array("value", value)
         fn = "MultiHeadAttention"
         _checks.check_multihead_input(fn, query, key, value, self.d_model)
+        _checks.require_flag(fn, "need_weights", need_weights)
         mask = None if mask is None else _array("mask", mask)
         head_mask = _checks.mask_for_heads(fn, mask, query, key, self.num_heads)
         return self._call(query, key, value, head_mask, need_weights)
@@ -784,6 +799,7 @@ class LayerNorm:
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         _checks.require_positive_int("LayerNorm", "d_model", d_model)
+        eps = _checks.require_positive_real("LayerNorm", "eps", eps)
         self.weight, self.bias, self.eps = np.ones(d_model), np.zeros(d_model), eps
 
     @classmethod
@@ -881,6 +897,7 @@ class TransformerEncoderBlock:
     """
 
     def __init__(self, d_model, num_heads, d_ff, norm_first=False, activation="relu", seed=0):
+        _checks.require_flag("TransformerEncoderBlock", "norm_first", norm_first)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed)
         self.feed_forward = FeedForward(d_model, d_ff, activation, seed=seed + 1)
@@ -907,6 +924,7 @@ class TransformerEncoderBlock:
         x = _array("x", x)
         mask = None if mask is None else _array("mask", mask)
         _checks.check_multihead_input(fn, x, x, x, attention_layer.d_model)  # x is the query
+        _checks.require_flag(fn, "need_weights", need_weights)
         head_mask = _checks.mask_for_heads(fn, mask, x, x, attention_layer.num_heads)
         attend, norm1, norm2 = attention_layer._call, self.norm1._call, self.norm2._call
         if self.norm_first:
@@ -942,6 +960,7 @@ class TransformerDecoderBlock:
     """
 
     def __init__(self, d_model, num_heads, d_ff, norm_first=False, activation="relu", seed=0):
+        _checks.require_flag("TransformerDecoderBlock", "norm_first", norm_first)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed)
         self.cross_attention = MultiHeadAttention(d_model, num_heads, bias=True, seed=seed + 1)
@@ -972,7 +991,11 @@ class TransformerDecoderBlock:
         mask = None if mask is None else _array("mask", mask)
         memory_mask = None if memory_mask is None else _array("memory_mask", memory_mask)
         _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
+        _checks.require_flag(fn, "causal", causal)
+        _checks.require_flag(fn, "need_weights", need_weights)
         if causal:
+            if mask is not None:  # checked before it meets the causal mask in mask & future
+                _checks.require_bool_mask(fn, mask)
             future = causal_mask(x.shape[-2])
             mask = future if mask is None else mask & future
         self_mask = _checks.mask_for_heads(fn, mask, x, x, heads)

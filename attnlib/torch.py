@@ -102,6 +102,7 @@ def softmax(x: torch.Tensor, axis: int = -1, mask: torch.Tensor | None = None) -
     """
     _require_tensors("softmax", x=x, mask=mask)
     _checks.require_float("softmax", "x", x)
+    _checks.check_axis("softmax", axis, x)
     _checks.require_finite("softmax", "x", x, allow_negative_inf=True)
     if mask is not None:
         _checks.check_mask("softmax", mask, x.shape)
@@ -120,11 +121,6 @@ def _masked_softmax(x: torch.Tensor, axis: int, mask) -> torch.Tensor:
     return torch.softmax(x, dim=axis) * attends
 
 
-def _default_scale(scale, d_k: int) -> float:
-    """``1/sqrt(d_k)`` when ``scale`` is None (the Transformer's choice), else ``scale``."""
-    return d_k**-0.5 if scale is None else float(scale)
-
-
 def dot_product_scores(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Tensor:
     r"""Dot-product relevance of every query to every key.
 
@@ -138,13 +134,14 @@ def dot_product_scores(q: torch.Tensor, k: torch.Tensor, scale=None) -> torch.Te
     """
     _require_tensors("dot_product_scores", q=q, k=k)
     _checks.check_query_key("dot_product_scores", q, k)
-    return _scaled_scores(q, k, scale)
+    return _scaled_scores(q, k, _checks.scale_or_default("dot_product_scores", scale, q.shape[-1]))
 
 
-def _scaled_scores(q: torch.Tensor, k: torch.Tensor, scale) -> torch.Tensor:
-    """``dot_product_scores`` without the input checks."""
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """``dot_product_scores`` without the input checks (``scale`` None: 1/sqrt(d_k))."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     # Scaling q costs L_q·d multiplications, scaling the scores L_q·L_k.
-    return (q * _default_scale(scale, q.shape[-1])) @ k.transpose(-1, -2)
+    return (q * scale) @ k.transpose(-1, -2)
 
 
 def additive_scores(q, k, w_q, w_k, w) -> torch.Tensor:
@@ -191,6 +188,8 @@ def attention(q, k, v, mask=None, scale=None, need_weights: bool = True):
     """
     _require_tensors("attention", q=q, k=k, v=v, mask=mask)
     _checks.check_attention("attention", q, k, v, mask)
+    _checks.require_flag("attention", "need_weights", need_weights)
+    scale = _checks.scale_or_default("attention", scale, q.shape[-1])
     return _attention(q, k, v, mask, scale, need_weights)
 
 
@@ -213,7 +212,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     q = q.expand(*batch, *q.shape[-2:])
     k = k.expand(*batch, *k.shape[-2:])
     v = v.expand(*batch, *v.shape[-2:])
-    scale = _default_scale(scale, q.shape[-1])
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
     if mask is not None:
         attends_somewhere = mask.any(dim=-1, keepdim=True)
@@ -255,6 +254,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     fn = "tiled_attention"
     _require_tensors(fn, q=q, k=k, v=v, mask=mask)
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
+    scale = _checks.scale_or_default(fn, scale, q.shape[-1])
     if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
         return _attention(q, k, v, mask, scale, need_weights=True)[0]
     if block_q is None or block_k is None:
@@ -263,7 +263,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
         default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
     plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
-    return _torch_tiled.tiled(q, k, v, mask, _default_scale(scale, q.shape[-1]), plan)
+    return _torch_tiled.tiled(q, k, v, mask, scale, plan)
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> torch.Tensor:
@@ -289,7 +289,8 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     """
     _require_tensors("truncated_attention", q=q, k=k, v=v)
     _checks.check_truncated("truncated_attention", q, k, v, window)
-    scale = _default_scale(scale, q.shape[-1])
+    _checks.require_flag("truncated_attention", "causal", causal)
+    scale = _checks.scale_or_default("truncated_attention", scale, q.shape[-1])
     if _checks.in_main_memory(q):  # the CPU: one sequence at a time (mostly), groups in cache
         training = _torch_tiled.needs_gradients(q, k, v)
         scores = _tiles.GROUP_SCORES if training else _tiles.CPU_BAND_GROUP_SCORES
@@ -329,13 +330,16 @@ def linear_attention(q, k, v, causal: bool = False) -> torch.Tensor:
     """
     _require_tensors("linear_attention", q=q, k=k, v=v)
     _checks.check_attention("linear_attention", q, k, v, None)
+    _checks.require_flag("linear_attention", "causal", causal)
     if causal:
         _checks.check_same_length("linear_attention", q, k)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     if not causal:
         state = phi_k.transpose(-1, -2) @ v  # (..., d_k, d_v): Σ_j φ(k_j) v_jᵀ
         normaliser = phi_k.sum(dim=-2)  # (..., d_k): Σ_j φ(k_j)
-        return (phi_q @ state) / (phi_q @ normaliser[..., None])
+        # No keys at all: a zero state and normaliser, and a zero output rather than 0 / 0.
+        smallest = torch.finfo(state.dtype).tiny
+        return (phi_q @ state) / (phi_q @ normaliser[..., None]).clamp_min(smallest)
     states = torch.cumsum(phi_k[..., :, None] * v[..., None, :], dim=-3)  # (..., L, d_k, d_v)
     normalisers = torch.cumsum(phi_k, dim=-2)  # (..., L, d_k)
     numerator = (phi_q[..., None, :] @ states)[..., 0, :]
@@ -389,6 +393,7 @@ def low_rank_attention(q, k, v, projection_k, projection_v=None, scale=None):
     _checks.check_projection("low_rank_attention", "projection_v", projection_v, k.shape[-2])
     projections = {"k": k, "projection_k": projection_k, "projection_v": projection_v}
     _checks.require_same_dtype("low_rank_attention", projections)
+    scale = _checks.scale_or_default("low_rank_attention", scale, q.shape[-1])
     weights = _masked_softmax(_scaled_scores(q, projection_k @ k, scale), -1, None)
     return weights @ (projection_v @ v), weights
 
@@ -519,6 +524,9 @@ def graph_mask(edges, num_nodes: int, directed: bool = False, self_loops: bool =
             [1, 1, 0],
             [0, 0, 1]], dtype=torch.int32)
     """
+    _checks.require_integer_edges("graph_mask", edges)
+    _checks.require_flag("graph_mask", "directed", directed)
+    _checks.require_flag("graph_mask", "self_loops", self_loops)
     edges = torch.as_tensor(edges, dtype=torch.long, device=device)
     edges = _checks.check_edges("graph_mask", edges, num_nodes)
     eye = torch.eye(num_nodes, dtype=torch.bool, device=edges.device)
@@ -549,6 +557,7 @@ def sinusoidal_positional_encoding(
     """
     _checks.require_positive_int("sinusoidal_positional_encoding", "length", length)
     _checks.require_positive_int("sinusoidal_positional_encoding", "d_model", d_model)
+    base = _checks.require_positive_real("sinusoidal_positional_encoding", "base", base)
     f64 = {"dtype": torch.float64, "device": device}
     positions = torch.arange(length, **f64)[:, None]
     frequencies = base ** (-torch.arange(0, d_model, 2, **f64) / d_model)
@@ -622,6 +631,7 @@ class SelfAttention(nn.Module):
         _require_tensors("SelfAttention", x=x, mask=mask)
         _checks.check_layer_input("SelfAttention", x, self.d_model)
         _checks.require_layer_dtype("SelfAttention", "x", x, self.w_q.dtype)
+        _checks.require_flag("SelfAttention", "need_weights", need_weights)
         if mask is not None:
             _checks.check_mask("SelfAttention", mask, (*x.shape[:-2], x.shape[-2], x.shape[-2]))
         return _attention(x @ self.w_q, x @ self.w_k, x @ self.w_v, mask, None, need_weights)
@@ -695,6 +705,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
+        _checks.require_flag("MultiHeadAttention", "bias", bias)
         self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
         generator = None if seed is None else torch.Generator().manual_seed(seed)
 
@@ -743,6 +754,7 @@ class MultiHeadAttention(nn.Module):
         _require_tensors("MultiHeadAttention", query=query, key=key, value=value, mask=mask)
         _checks.check_multihead_input("MultiHeadAttention", query, key, value, self.d_model)
         _checks.require_layer_dtype("MultiHeadAttention", "query", query, self.w_q.dtype)
+        _checks.require_flag("MultiHeadAttention", "need_weights", need_weights)
         mask = _checks.mask_for_heads("MultiHeadAttention", mask, query, key, self.num_heads)
         return self._forward(query, key, value, mask, need_weights)
 
@@ -780,6 +792,7 @@ class LayerNorm(nn.LayerNorm):
 
     def __init__(self, d_model: int, eps: float = 1e-5, dtype=None, device=None):
         _checks.require_positive_int("LayerNorm", "d_model", d_model)
+        eps = _checks.require_positive_real("LayerNorm", "eps", eps)
         super().__init__(d_model, eps=eps, dtype=dtype, device=device)
 
     @classmethod
@@ -885,6 +898,7 @@ class TransformerEncoderBlock(nn.Module):
         super().__init__()
         factory_kwargs = {"dtype": dtype, "device": device}  # PyTorch's name
         seeds = (None, None) if seed is None else (seed, seed + 1)
+        _checks.require_flag("TransformerEncoderBlock", "norm_first", norm_first)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(
             d_model, num_heads, bias=True, seed=seeds[0], **factory_kwargs
@@ -917,6 +931,7 @@ class TransformerEncoderBlock(nn.Module):
         _require_tensors(fn, x=x, mask=mask)
         _checks.check_multihead_input(fn, x, x, x, self.self_attention.d_model)  # x is the query
         _checks.require_layer_dtype(fn, "x", x, self.self_attention.w_q.dtype)
+        _checks.require_flag(fn, "need_weights", need_weights)
         head_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
         attend, norm1, norm2 = (
             self.self_attention._forward,
@@ -961,6 +976,7 @@ class TransformerDecoderBlock(nn.Module):
         super().__init__()
         factory_kwargs = {"dtype": dtype, "device": device}  # PyTorch's name
         seeds = (None,) * 3 if seed is None else (seed, seed + 1, seed + 2)
+        _checks.require_flag("TransformerDecoderBlock", "norm_first", norm_first)
         self.norm_first = norm_first
         self.self_attention = MultiHeadAttention(
             d_model, num_heads, bias=True, seed=seeds[0], **factory_kwargs
@@ -997,7 +1013,11 @@ class TransformerDecoderBlock(nn.Module):
         _require_tensors(fn, x=x, memory=memory, mask=mask, memory_mask=memory_mask)
         _checks.check_multihead_input(fn, x, memory, memory, self.self_attention.d_model)
         _checks.require_layer_dtype(fn, "x", x, self.self_attention.w_q.dtype)
+        _checks.require_flag(fn, "causal", causal)
+        _checks.require_flag(fn, "need_weights", need_weights)
         if causal:
+            if mask is not None:  # checked before it meets the causal mask in mask & future
+                _checks.require_bool_mask(fn, mask)
             future = causal_mask(x.shape[-2], device=x.device)
             mask = future if mask is None else mask & future
         self_mask = _checks.mask_for_heads(fn, mask, x, x, heads)

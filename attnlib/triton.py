@@ -495,9 +495,8 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=
     """
     fn = "flash_attention"
     _check(fn, q, k, v, block_q, block_k)
-    if not isinstance(causal, bool):
-        raise TypeError(f"{fn}: causal must be True or False; got {causal!r}")
-    scale = q.shape[-1] ** -0.5 if scale is None else _checked_scale(fn, scale)
+    _checks.require_flag(fn, "causal", causal)
+    scale = _checks.scale_or_default(fn, scale, q.shape[-1])
     if q.device.type == "cpu" and not interpreting():
         raise RuntimeError(
             f"{fn}: q, k and v are on the CPU, but this process runs Triton compiled for a "
@@ -511,15 +510,6 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=
     q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
     out = FlashAttentionFunction.apply(q, k, v, causal, scale, block_q, block_k)
     return out.to(torch.bfloat16) if upcast else out
-
-
-def _checked_scale(fn: str, scale) -> float:
-    """``scale`` as a float, if it is a finite real number."""
-    if isinstance(scale, bool) or not isinstance(scale, int | float):
-        raise TypeError(f"{fn}: scale must be a number or None; got {scale!r}")
-    if not math.isfinite(scale):
-        raise ValueError(f"{fn}: scale must be finite; got {scale!r}")
-    return float(scale)
 
 
 def _check(fn: str, q, k, v, block_q, block_k) -> None:

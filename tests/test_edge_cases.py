@@ -57,6 +57,41 @@ def test_empty_sequence_in_banded_and_linear_attention(b):
 
 
 @BACKENDS
+def test_no_keys_in_linear_attention_means_zero_output(b):
+    """As in every attention function: a query with no keys gets zeros, not 0 / 0 = NaN."""
+    out = b.linear_attention(*arrays(b, (3, 4), (0, 4), (0, 2), fill=1.0))
+    assert tuple(out.shape) == (3, 2) and float(np.abs(np.asarray(out)).sum()) == 0.0
+
+
+@BACKENDS
+@pytest.mark.parametrize("kind", ["tiled", "truncated", "attention", "linear"])
+def test_an_empty_batch_gives_an_empty_output(b, kind):
+    """No sequences at all: an empty result of the right shape (the band plan divided by the
+    number of sequences, and the tiled kernel could not reshape nothing)."""
+    q, k, v = arrays(b, (0, 5, 4), (0, 5, 4), (0, 5, 3), fill=1.0)
+    calls = {
+        "tiled": lambda: b.tiled_attention(q, k, v, block_q=2, block_k=2),
+        "truncated": lambda: b.truncated_attention(q, k, v, 1),
+        "attention": lambda: b.attention(q, k, v)[0],
+        "linear": lambda: b.linear_attention(q, k, v),
+    }
+    assert tuple(calls[kind]().shape) == (0, 5, 3)
+
+
+@pytest.mark.parametrize("kind", ["tiled", "truncated"])
+def test_an_empty_batch_has_empty_gradients(kind):
+    q = torch.ones(0, 5, 4, requires_grad=True)
+    k, v = torch.ones(1, 5, 4, requires_grad=True), torch.ones(0, 5, 3, requires_grad=True)
+    if kind == "tiled":
+        out = atorch.tiled_attention(q, k, v, block_q=2, block_k=2)
+    else:
+        out = atorch.truncated_attention(q, k.expand(0, 5, 4), v, 1)
+    out.sum().backward()
+    assert q.grad.shape == q.shape and v.grad.shape == v.shape
+    assert k.grad is None or float(k.grad.abs().sum()) == 0.0
+
+
+@BACKENDS
 def test_masks_need_at_least_one_position(b):
     with pytest.raises(ValueError, match="causal_mask: length must be >= 1; got length=0"):
         b.causal_mask(0)

@@ -11,7 +11,7 @@ from attnlib import _checks
 from attnlib import numpy as anp
 from attnlib import torch as atorch
 
-F64 = np.float64
+F64, F32 = np.float64, np.float32  # the torch layers are float32
 
 
 def arrays(backend, *shapes, dtype=F64):
@@ -26,6 +26,117 @@ def mask_of(backend, shape, dtype=bool):
 
 
 BACKENDS = pytest.mark.parametrize("b", [anp, atorch], ids=["numpy", "torch"])
+
+
+def qkv(b, length=4, d=3):
+    return arrays(b, (length, d), (length, d), (length, d))
+
+
+#: Scalars and flags, checked like arrays (the code review of 2026-11-28, §3): a string or a
+#: bool is not a scale, a string is not a flag ("False" would read as true), eps must be
+#: positive, a float mask cannot meet the causal mask, edges are integers, an axis exists.
+SCALARS_AND_FLAGS = [
+    (
+        lambda b: b.attention(*qkv(b), scale="2"),
+        TypeError,
+        ["attention", "scale must be a positive real number", "str '2'"],
+    ),
+    (lambda b: b.attention(*qkv(b), scale=True), TypeError, ["attention", "scale", "bool"]),
+    (
+        lambda b: b.attention(*qkv(b), scale=float("nan")),
+        ValueError,
+        ["attention", "scale must be finite and above 0", "scale=nan"],
+    ),
+    (lambda b: b.attention(*qkv(b), scale=0), ValueError, ["attention", "scale=0"]),
+    (lambda b: b.dot_product_scores(*qkv(b)[:2], scale=-1.0), ValueError, ["scale=-1.0"]),
+    (lambda b: b.tiled_attention(*qkv(b), scale="2"), TypeError, ["tiled_attention", "scale"]),
+    (
+        lambda b: b.truncated_attention(*qkv(b), 1, scale=float("inf")),
+        ValueError,
+        ["truncated_attention", "scale=inf"],
+    ),
+    (
+        lambda b: b.low_rank_attention(*qkv(b), *arrays(b, (2, 4)), scale="1"),
+        TypeError,
+        ["low_rank_attention", "scale"],
+    ),
+    (
+        lambda b: b.truncated_attention(*qkv(b), 1, causal="False"),
+        TypeError,
+        ["truncated_attention", "causal must be True or False", "str 'False'"],
+    ),
+    (
+        lambda b: b.linear_attention(*qkv(b), causal=1),
+        TypeError,
+        ["linear_attention", "causal must be True or False", "int 1"],
+    ),
+    (
+        lambda b: b.attention(*qkv(b), need_weights="no"),
+        TypeError,
+        ["attention", "need_weights must be True or False"],
+    ),
+    (
+        lambda b: b.graph_mask([(0, 1)], 3, directed="yes"),
+        TypeError,
+        ["graph_mask", "directed must be True or False"],
+    ),
+    (
+        lambda b: b.graph_mask([(0, 1)], 3, self_loops=0),
+        TypeError,
+        ["graph_mask", "self_loops must be True or False"],
+    ),
+    (
+        lambda b: b.graph_mask([(0.5, 1.7)], 3),
+        TypeError,
+        ["graph_mask", "edges must be integer node indices", "float64"],
+    ),
+    (
+        lambda b: b.softmax(*arrays(b, (3,)), axis=5),
+        ValueError,
+        ["softmax", "axis=5 is out of range", "x.shape=(3,)"],
+    ),
+    (
+        lambda b: b.softmax(*arrays(b, (3,)), axis=0.0),
+        TypeError,
+        ["softmax", "axis must be an int"],
+    ),
+    (lambda b: b.LayerNorm(4, eps=-1), ValueError, ["LayerNorm", "eps must be finite and above 0"]),
+    (lambda b: b.LayerNorm(4, eps="1e-5"), TypeError, ["LayerNorm", "eps must be a positive real"]),
+    (
+        lambda b: b.MultiHeadAttention(4, 2, bias="False"),
+        TypeError,
+        ["MultiHeadAttention", "bias must be True or False"],
+    ),
+    (
+        lambda b: b.MultiHeadAttention(4, 2)(*arrays(b, (3, 4), dtype=F32), need_weights=None),
+        TypeError,
+        ["MultiHeadAttention", "need_weights must be True or False"],
+    ),
+    (
+        lambda b: b.TransformerEncoderBlock(4, 2, 8, norm_first="True"),
+        TypeError,
+        ["TransformerEncoderBlock", "norm_first must be True or False"],
+    ),
+    (
+        lambda b: b.TransformerDecoderBlock(4, 2, 8)(
+            *arrays(b, (3, 4), (2, 4), dtype=F32), causal="False"
+        ),
+        TypeError,
+        ["TransformerDecoderBlock", "causal must be True or False"],
+    ),
+    (
+        lambda b: b.TransformerDecoderBlock(4, 2, 8)(
+            *arrays(b, (3, 4), (2, 4), dtype=F32), mask=mask_of(b, (3, 3), F64)
+        ),
+        TypeError,
+        ["TransformerDecoderBlock", "mask must be boolean", "float64"],
+    ),
+    (
+        lambda b: b.sinusoidal_positional_encoding(4, 6, base=0.0),
+        ValueError,
+        ["sinusoidal_positional_encoding", "base must be finite and above 0"],
+    ),
+]
 
 
 @BACKENDS
@@ -142,7 +253,8 @@ BACKENDS = pytest.mark.parametrize("b", [anp, atorch], ids=["numpy", "torch"])
             ValueError,
             ["SelfAttention", "(..., L, d_model=4)", "x.shape=(2, 5, 3)"],
         ),
-    ],
+    ]
+    + SCALARS_AND_FLAGS,
 )
 def test_bad_input_gets_a_clear_error(b, call, error, words):
     with pytest.raises(error) as caught:

@@ -226,9 +226,10 @@ BAD_INPUT = {  # name: (q, k, v), keyword arguments, the error, the start of its
     "block_q": (qkv(), {"block_q": 24}, ValueError, "block_q must be a power of two >= 16; got 24"),
     "block_k": (qkv(), {"block_k": 8}, ValueError, "block_k must be a power of two >= 16; got 8"),
     "block type": (qkv(), {"block_k": 16.0}, TypeError, "block_k must be an int; got float 16.0"),
-    "causal": (qkv(), {"causal": 1}, TypeError, "causal must be True or False; got 1"),
-    "scale": (qkv(), {"scale": "0.5"}, TypeError, "scale must be a number or None; got '0.5'"),
-    "nan scale": (qkv(), {"scale": float("nan")}, ValueError, "scale must be finite; got nan"),
+    "causal": (qkv(), {"causal": 1}, TypeError, "causal must be True or False; got int 1"),
+    "scale": (qkv(), {"scale": "0.5"}, TypeError, "scale must be a positive real number; got str"),
+    "nan scale": (qkv(), {"scale": float("nan")}, ValueError, "scale must be finite and above 0"),
+    "negative scale": (qkv(), {"scale": -1.0}, ValueError, "scale must be finite and above 0"),
 }
 
 
