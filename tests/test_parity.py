@@ -175,17 +175,26 @@ def test_attention_matches_torch_sdpa(mask_name, scale, need_weights):
     torch.testing.assert_close(got, expected, **TOL32)
 
 
-def test_gradients_flow_and_stay_finite_with_a_fully_masked_row():
-    q, k, v = (torch.randn(4, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    mask = atorch.causal_mask(4)
-    mask[2] = False
-    out, _ = atorch.attention(q, k, v, mask=mask)
-    out.sum().backward()
-    for t in (q, k, v):
-        assert torch.isfinite(t.grad).all()
-    assert torch.autograd.gradcheck(
-        lambda q, k, v: atorch.attention(q, k, v, mask=mask)[0], (q, k, v)
-    )
+@pytest.mark.parametrize("need_weights", [True, False], ids=["explicit", "fused"])
+def test_gradients_flow_and_stay_finite_with_a_fully_masked_row(need_weights):
+    """Both paths: the explicit softmax, and PyTorch's fused kernel (``need_weights=False``),
+    whose output attnlib zeroes after the kernel for such a row. A NaN there would reach every
+    key's gradient through dS; lessons and the bench train through this path."""
+    q, k, v = (torch.randn(2, 4, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = atorch.causal_mask(4).repeat(2, 1, 1)
+    mask[0, 2] = False  # query 2 of sequence 0 sees nothing
+    upstream = torch.randn(2, 4, 8, dtype=torch.float64)
+
+    def attend(q, k, v):
+        return atorch.attention(q, k, v, mask=mask, need_weights=need_weights)[0]
+
+    grads = torch.autograd.grad(attend(q, k, v), (q, k, v), upstream)
+    explicit = torch.autograd.grad(atorch.attention(q, k, v, mask=mask)[0], (q, k, v), upstream)
+    for got, expected in zip(grads, explicit):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, expected)
+    assert float(grads[0][0, 2].abs().sum()) == 0.0  # the hidden query's own gradient
+    assert torch.autograd.gradcheck(attend, (q, k, v))
 
 
 @pytest.mark.cuda
