@@ -21,8 +21,9 @@ Readers use nbval itself (``pytest --nbval lessons/NN_*.ipynb``, as its document
 the last test runs it that way, on a lesson that shows progress bars.
 
 A lesson that passed is not run again while nothing it depends on has changed: the notebook's
-code cells (code, tags, committed outputs), ``attnlib``, ``tools/``, the pins and the settings
-of the run, on the same kind of machine and Python (``inputs_digest``). The digest of each pass
+code cells (code, tags, committed outputs), ``attnlib``, ``tools/``, this test, the installed
+distributions and their versions, and the settings of the run, on the same kind of machine and
+Python (``inputs_digest``). The digest of each pass
 is kept in pytest's cache (``.pytest_cache``), so a commit that touches only prose, the
 translations or the tests runs no lesson; a fresh clone (CI) runs them all, and so does
 ``pytest --cache-clear``.
@@ -31,6 +32,7 @@ translations or the tests runs no lesson; a fresh clone (CI) runs them all, and 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -50,21 +52,32 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 
 
+def installed_distributions() -> list[str]:
+    """``name==version`` of every distribution installed in this environment, sorted: what a
+    lesson actually runs with (the pins say what should be installed; this is what is)."""
+    found = {
+        (d.metadata["Name"] or "").lower(): d.version for d in importlib.metadata.distributions()
+    }
+    return [f"{name}=={version}" for name, version in sorted(found.items())]
+
+
 def inputs_digest(notebook: Path, settings: dict[str, str]) -> str:
     """A digest of everything a lesson's run depends on: the notebook's code cells (their
-    code, tags and committed outputs; not its prose), ``attnlib``, the tools that run it, the
-    pins, the ``settings`` of the run, this kind of machine and Python."""
+    code, tags and committed outputs; not its prose), ``attnlib``, the tools that run it, this
+    test, the installed distributions, the ``settings`` of the run, this kind of machine and
+    Python."""
     digest = hashlib.sha256()
     cells = nbformat.read(notebook, as_version=4).cells
     code = [
         (c.source, c.metadata.get("tags", []), c.outputs) for c in cells if c.cell_type == "code"
     ]
     digest.update(json.dumps(code, sort_keys=True).encode())
-    files = [ROOT / "requirements.txt", ROOT / "pyproject.toml"]
-    files += sorted((ROOT / "attnlib").rglob("*.py")) + sorted((ROOT / "tools").glob("*.py"))
+    files = [Path(__file__), *sorted((ROOT / "attnlib").rglob("*.py"))]
+    files += sorted((ROOT / "tools").glob("*.py"))
     for path in files:
         digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
-    digest.update(json.dumps([settings, platform.machine(), sys.version], sort_keys=True).encode())
+    machine = [settings, installed_distributions(), platform.machine(), sys.version]
+    digest.update(json.dumps(machine, sort_keys=True).encode())
     return digest.hexdigest()
 
 
@@ -106,6 +119,17 @@ def test_the_digest_follows_code_and_outputs_not_prose(tmp_path):
     assert digest_after(lambda nb: nb.cells[code_index].update(source="x = 1")) != same
     assert digest_after(lambda nb: nb.cells[code_index].update(outputs=[])) != same
     assert inputs_digest(copy, {"OMP_NUM_THREADS": "2"}) != inputs_digest(copy, {})
+
+
+def test_the_digest_follows_what_is_installed(tmp_path, monkeypatch):
+    """Another version of any installed package (numpy, say, where the pins let it move, or
+    a package installed by hand) means the lessons run again."""
+    before = inputs_digest(LESSONS[0], {})
+    installed = installed_distributions()
+    assert any(entry.startswith("numpy==") for entry in installed)
+    changed = [e if not e.startswith("numpy==") else "numpy==0.0" for e in installed]
+    monkeypatch.setattr(sys.modules[__name__], "installed_distributions", lambda: changed)
+    assert inputs_digest(LESSONS[0], {}) != before
 
 
 #: A short lesson whose training loops show progress bars (widgets in Jupyter).
