@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
 
-.PHONY: help install book test test-fast screenshots notebooks translations conventions bench lint clean distclean
+.PHONY: help install book test test-fast screenshots notebooks translations conventions bench gpu-check lint clean distclean
 
 help:  ## show this list
 	@echo "Self-Attention, Step by Step -- make targets:"
@@ -60,6 +60,9 @@ conventions: $(STAMP)  ## rewrite badges, setup cells and links from _config.yml
 
 bench: $(STAMP)  ## print attention timings as ratios (python -m attnlib.bench)
 	$(BIN)/python -m attnlib.bench
+
+gpu-check: $(STAMP)  ## on a CUDA GPU: the cuda tests, the bench and the kernels' resources, to docs/gpu-check.md
+	$(BIN)/python tools/gpu_check.py
 
 lint: $(STAMP)  ## ruff check and ruff format --check
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))

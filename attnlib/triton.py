@@ -76,8 +76,10 @@ past the end are set to ``−∞`` (weight 0), and rows past the end are not sto
 
 **Where it runs.** On a CUDA GPU the kernels are compiled. (Not yet tried: the authors have
 not launched the compiled kernels on a GPU, none being available to them. The kernels are
-tested in the interpreter; they were once compiled for sm_75, sm_80 and sm_90 without a launch
-(``docs/performance-notes.md``); the GPU tests in ``tests/test_cuda.py`` have never run.)
+tested in the interpreter, and every test run compiles them for a T4, an A100 and an H100
+without launching them and checks their shared memory and registers against those GPUs
+(``tools/gpu_ready.py``); the GPU tests in ``tests/test_cuda.py`` have never run. On a GPU,
+``make gpu-check`` runs them.)
 Without a GPU they run in Triton's *interpreter*, which executes the same Python functions
 with NumPy arrays for tiles: slow, but every learner can run them, print inside them and step
 through them with a debugger. Triton

@@ -110,6 +110,7 @@ EXPECTED_SECONDS = {
     "[12_self_attention_and_rnns]": 105,
     "the built book": 100,
     "tests/test_fresh_learner.py": 56,
+    "tests/test_gpu_ready.py": 40,
     "[08_truncated_self_attention]": 50,
     "[05_positional_encoding]": 46,
     "[09_flash_attention]": 44,
