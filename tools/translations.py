@@ -21,6 +21,7 @@ differs from what ``generate`` writes.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import io
 import json
@@ -998,13 +999,45 @@ def fill(page: str, translations: dict[str, str]) -> None:
     catalog.save(str(catalog_path(page)))
 
 
-def main(argv: list[str]) -> int:
-    command = argv[1] if len(argv) > 1 else "check"
+def print_code(page: str) -> None:
+    """A lesson's code cells as the Chinese notebook will have them (English comments where
+    the catalog has no translation yet); fails if a translated cell is another program."""
+    catalog = polib.pofile(str(catalog_path(code_catalog(page))))
+    comments = {e.msgid: e.msgstr or e.msgid for e in catalog}
+    notebook = json.loads(source_path(page).read_text(encoding="utf-8"))
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "code":
+            english = "".join(cell["source"])
+            chinese = translated_code(english, comments)
+            if ast.dump(ast.parse(chinese)) != ast.dump(ast.parse(english)):
+                raise Untranslatable(f"cell {index}: the program changed")
+            print(f"# ---- cell {index}\n{chinese}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("extract", help="English changed: update the catalogs")
+    check_parser = commands.add_parser("check", help="untranslated, fuzzy or inconsistent")
+    check_parser.add_argument("pages", nargs="*", help="pages (default: all), e.g. lessons/01_x")
+    commands.add_parser("generate", help="write zh/ from the English sources and catalogs")
+    commands.add_parser("stats", help="messages and words translated")
+    todo_parser = commands.add_parser("todo", help="a page's untranslated messages, as JSON")
+    todo_parser.add_argument("page")
+    fill_parser = commands.add_parser("fill", help="fill a page's catalog from JSON")
+    fill_parser.add_argument("page")
+    fill_parser.add_argument("json_file", type=Path, help="a JSON object {msgid: msgstr}")
+    code_parser = commands.add_parser("code", help="a lesson's code cells, in Chinese")
+    code_parser.add_argument("page")
+    args = parser.parse_args(argv)
+    command = args.command or "check"
     if command == "extract":
         extract()
         print(stats())
     elif command == "check":
-        pages = [p.removesuffix(".po") for p in argv[2:]] or None
+        pages = [p.removesuffix(".po") for p in getattr(args, "pages", [])] or None
         problems = check(pages)
         for problem in problems:
             print(problem)
@@ -1013,30 +1046,18 @@ def main(argv: list[str]) -> int:
     elif command == "generate":
         for path in generate():
             print("wrote", path.relative_to(ROOT))
-    elif command == "todo":  # the untranslated messages of one page, as JSON
-        catalog = polib.pofile(str(catalog_path(argv[2])))
+    elif command == "todo":
+        catalog = polib.pofile(str(catalog_path(args.page)))
         todo = {e.msgid: "" for e in catalog if not e.obsolete and (not e.msgstr or e.fuzzy)}
         print(json.dumps(todo, ensure_ascii=False, indent=1))
-    elif command == "fill":  # fill one page's catalog from a JSON {msgid: msgstr}
-        fill(argv[2], json.loads(Path(argv[3]).read_text(encoding="utf-8")))
-    elif command == "code":  # a lesson's code cells as the Chinese notebook will have them
-        catalog = polib.pofile(str(catalog_path(code_catalog(argv[2]))))
-        comments = {e.msgid: e.msgstr or e.msgid for e in catalog}  # English where untranslated
-        notebook = json.loads(source_path(argv[2]).read_text(encoding="utf-8"))
-        for index, cell in enumerate(notebook["cells"]):
-            if cell["cell_type"] == "code":
-                english = "".join(cell["source"])
-                chinese = translated_code(english, comments)
-                if ast.dump(ast.parse(chinese)) != ast.dump(ast.parse(english)):
-                    raise Untranslatable(f"cell {index}: the program changed")
-                print(f"# ---- cell {index}\n{chinese}")
+    elif command == "fill":
+        fill(args.page, json.loads(args.json_file.read_text(encoding="utf-8")))
+    elif command == "code":
+        print_code(args.page)
     elif command == "stats":
         print(stats())
-    else:
-        print(__doc__)
-        return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())
