@@ -20,11 +20,17 @@ with one worker still in a long lesson while the other waits.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.metadata
 import importlib.util
+import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -143,6 +149,67 @@ def expected_seconds(scope: str, measured: dict[str, float]) -> float:
 #: report).
 SCOPE_SECONDS: dict[str, float] = {}
 
+#: Jobs that are not run again where they passed in full and nothing has changed since: no
+#: tracked file of the checkout (``checkout_digest``), no installed distribution, not Python.
+#: Building both editions and opening every page in Chromium, and the fresh learner's new
+#: environment, are what `make test` on an unchanged tree would otherwise spend most of its
+#: time on; a fresh clone (CI) runs them, and so does ``pytest --cache-clear``.
+RUN_ONCE = ("the built book", "tests/test_fresh_learner.py")
+PASSED_WITH = "attnlib/passed-with/"  # + the job: the checkout digest of its last full pass
+COLLECTED: Counter = Counter()  # tests of each RUN_ONCE job in this run
+OUTCOMES: dict[str, Counter] = {scope: Counter() for scope in RUN_ONCE}
+
+
+@functools.cache
+def checkout_digest() -> str | None:
+    """A digest of every file git tracks here (as it is on disk), the installed distributions
+    and this Python; None outside a git checkout (then nothing is skipped)."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    digest = hashlib.sha256()
+    for name in sorted(filter(None, listed.split(b"\0"))):
+        path = ROOT / name.decode()
+        if path.is_file():
+            digest.update(name + b"\0" + path.read_bytes() + b"\0")
+    installed = sorted(
+        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+    )
+    digest.update(json.dumps([installed, sys.version, platform.machine()]).encode())
+    return digest.hexdigest()
+
+
+def skip_what_passed_unchanged(config, items) -> None:
+    """Skip each RUN_ONCE job that passed in full on this very checkout and environment."""
+    cache = getattr(config, "cache", None)
+    digest = checkout_digest() if cache is not None else None
+    if digest is None:
+        return
+    for item in items:
+        scope = scope_of(item.nodeid)
+        if scope in RUN_ONCE and cache.get(PASSED_WITH + scope, None) == digest:
+            reason = f"passed in full before on this unchanged checkout ({digest[:12]})"
+            item.add_marker(pytest.mark.skip(reason=reason + "; --cache-clear reruns"))
+
+
+def count_run_once(nodeids) -> None:
+    """Note how many tests of each RUN_ONCE job this run has (after any deselection)."""
+    COLLECTED.clear()
+    COLLECTED.update(s for s in map(scope_of, nodeids) if s in RUN_ONCE)
+
+
+def pytest_collection_finish(session):
+    config = session.config
+    if not hasattr(config, "workerinput") and not config.getoption("numprocesses", None):
+        count_run_once(item.nodeid for item in session.items)  # without xdist: they are here
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+    count_run_once(ids)  # every worker collects the same tests
+
 
 def pytest_collection_modifyitems(session, config, items):
     """The longest jobs first (a stable sort: the rest stays in collection order)."""
@@ -154,6 +221,7 @@ def pytest_collection_modifyitems(session, config, items):
     }
     items.sort(key=lambda item: -cost[scope_of(item.nodeid)])
     skip_triton_examples_without_triton(items)
+    skip_what_passed_unchanged(config, items)
 
 
 def skip_triton_examples_without_triton(items):
@@ -166,10 +234,13 @@ def skip_triton_examples_without_triton(items):
 
 
 def pytest_runtest_logreport(report):
-    """Add each report's seconds (setup, call, teardown) to its job's."""
+    """Add each report's seconds (setup, call, teardown) to its job's, and count the outcomes
+    of the RUN_ONCE jobs."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         scope = scope_of(report.nodeid)
         SCOPE_SECONDS[scope] = SCOPE_SECONDS.get(scope, 0.0) + report.duration
+        if scope in RUN_ONCE and (report.when == "call" or not report.passed):
+            OUTCOMES[scope][report.outcome] += 1
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -178,3 +249,10 @@ def pytest_sessionfinish(session, exitstatus):
     if cache is not None and SCOPE_SECONDS and "PYTEST_XDIST_WORKER" not in os.environ:
         long_jobs = {scope: round(s, 1) for scope, s in SCOPE_SECONDS.items() if s >= 5}
         cache.set(MEASURED, {**cache.get(MEASURED, {}), **long_jobs})
+    if cache is not None and "PYTEST_XDIST_WORKER" not in os.environ:
+        for scope in RUN_ONCE:
+            outcomes = OUTCOMES[scope]
+            if outcomes["failed"]:
+                cache.set(PASSED_WITH + scope, None)
+            elif COLLECTED[scope] and outcomes["passed"] == COLLECTED[scope]:  # all, not a -k
+                cache.set(PASSED_WITH + scope, checkout_digest())
