@@ -175,8 +175,10 @@ def checkout_digest() -> str | None:
         path = ROOT / name.decode()
         if path.is_file():
             digest.update(name + b"\0" + path.read_bytes() + b"\0")
+    # a set: a build of attnlib in the checkout (the fresh learner's) leaves an egg-info there
+    # that importlib.metadata also finds, from the working directory, beside the installed one
     installed = sorted(
-        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+        {f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()}
     )
     digest.update(json.dumps([installed, sys.version, platform.machine()]).encode())
     return digest.hexdigest()
