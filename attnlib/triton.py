@@ -502,6 +502,10 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=
     _check(fn, q, k, v, block_q, block_k)
     _checks.require_flag(fn, "causal", causal)
     scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+    if q.shape[2] == 0 or k.shape[2] == 0:  # no tile to run: no rows, or rows with nothing to
+        from . import torch as attn_torch  # attend to, which get zeros (dense attention's)
+
+        return attn_torch.attention(q, k, v, scale=scale)[0]
     if q.device.type == "cpu" and not interpreting():
         raise RuntimeError(
             f"{fn}: q, k and v are on the CPU, but this process runs Triton compiled for a "
@@ -555,8 +559,6 @@ def _check(fn: str, q, k, v, block_q, block_k) -> None:
         )
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"{fn}: k and v must have the same length L_k; got {shapes}")
-    if q.shape[2] == 0 or k.shape[2] == 0:
-        raise ValueError(f"{fn}: q and k must have at least one token each; got {shapes}")
     for name, block in (("block_q", block_q), ("block_k", block_k)):
         if block is not None:
             _checks.require_positive_int(fn, name, block)

@@ -224,6 +224,18 @@ def test_the_saved_log_sum_exp_is_torch_logsumexp(causal):
     torch.testing.assert_close(lse.double(), expected, rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_keys_give_zeros_and_no_queries_an_empty_output(causal):
+    """As every attention function of attnlib: a query with nothing to attend to gets zeros
+    (and zero gradients), never NaN; no queries, an empty output. No kernel runs."""
+    q, k, v, upstream = inputs((1, 2, 5, 16), 0)
+    got, grads = output_and_grads(flash(causal=causal), q, k, v, upstream)
+    assert got.shape == (1, 2, 5, 16) and not got.any()
+    assert grads[0].shape == q.shape and not grads[0].any()
+    q, k, v, _ = inputs((1, 2, 0, 16), 7)
+    assert atriton.flash_attention(q, k, v, causal=causal).shape == (1, 2, 0, 16)
+
+
 @needs_interpreter
 def test_the_causal_kernel_skips_the_tiles_above_the_diagonal(monkeypatch):
     """Counted in the interpreter: each tile of keys the forward kernel visits costs two
@@ -315,7 +327,6 @@ BAD_INPUT = {  # name: (q, k, v), keyword arguments, the error, the start of its
         ValueError,
         r"q, k and v must have the same batch and head sizes \(B, H\), without broadcasting; ",
     ),
-    "empty": (qkv((1, 2, 0, 16)), {}, ValueError, r"q and k must have at least one token each"),
     "block_q": (qkv(), {"block_q": 24}, ValueError, "block_q must be a power of two >= 16; got 24"),
     "block_k": (qkv(), {"block_k": 8}, ValueError, "block_k must be a power of two >= 16; got 8"),
     "block type": (qkv(), {"block_k": 16.0}, TypeError, "block_k must be an int; got float 16.0"),
