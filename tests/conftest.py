@@ -160,6 +160,17 @@ COLLECTED: Counter = Counter()  # tests of each RUN_ONCE job in this run
 OUTCOMES: dict[str, Counter] = {scope: Counter() for scope in RUN_ONCE}
 
 
+def installed_distributions() -> list[str]:
+    """``name==version`` of every distribution installed in this environment, each once and
+    sorted: what the tests actually run with (the pins say what should be installed). Once: a
+    build of attnlib in the checkout (the fresh learner's) leaves an egg-info there, which
+    importlib.metadata also finds, from the working directory, beside the installed one."""
+    found = {
+        (d.metadata["Name"] or "").lower(): d.version for d in importlib.metadata.distributions()
+    }
+    return [f"{name}=={version}" for name, version in sorted(found.items())]
+
+
 @functools.cache
 def checkout_digest() -> str | None:
     """A digest of every file git tracks here (as it is on disk), the installed distributions
@@ -175,12 +186,8 @@ def checkout_digest() -> str | None:
         path = ROOT / name.decode()
         if path.is_file():
             digest.update(name + b"\0" + path.read_bytes() + b"\0")
-    # a set: a build of attnlib in the checkout (the fresh learner's) leaves an egg-info there
-    # that importlib.metadata also finds, from the working directory, beside the installed one
-    installed = sorted(
-        {f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()}
-    )
-    digest.update(json.dumps([installed, sys.version, platform.machine()]).encode())
+    machine = [installed_distributions(), sys.version, platform.machine()]
+    digest.update(json.dumps(machine).encode())
     return digest.hexdigest()
 
 

@@ -32,7 +32,6 @@ translations or the tests runs no lesson; a fresh clone (CI) runs them all, and 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import platform
@@ -43,6 +42,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import installed_distributions
 
 import run_notebooks
 
@@ -50,15 +50,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
-
-
-def installed_distributions() -> list[str]:
-    """``name==version`` of every distribution installed in this environment, sorted: what a
-    lesson actually runs with (the pins say what should be installed; this is what is)."""
-    found = {
-        (d.metadata["Name"] or "").lower(): d.version for d in importlib.metadata.distributions()
-    }
-    return [f"{name}=={version}" for name, version in sorted(found.items())]
 
 
 def inputs_digest(notebook: Path, settings: dict[str, str]) -> str:
