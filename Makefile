@@ -1,30 +1,33 @@
 # Self-Attention, Step by Step: build, test and maintenance targets.
 # Every target that needs Python first creates .venv and installs the pinned
-# requirements (once; again only when requirements.txt or pyproject.toml change).
+# requirements (once; again only when the lock or pyproject.toml change).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
+# the lock to install: requirements.txt (CPU), or requirements-gpu.txt on a machine with a CUDA
+# GPU (make gpu-check REQUIREMENTS=requirements-gpu.txt)
+REQUIREMENTS ?= requirements.txt
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
 
-.PHONY: help install book test test-fast screenshots notebooks translations conventions bench gpu-check lint clean distclean
+.PHONY: help install book test test-fast screenshots notebooks translations conventions bench gpu-check lock lint clean distclean
 
 help:  ## show this list
 	@echo "Self-Attention, Step by Step -- make targets:"
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): $(REQUIREMENTS) pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "This book needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1)."; \
 	  echo "Install a newer Python and run, for example: make $(MAKECMDGOALS) PYTHON=python3.11"; \
 	  exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -r requirements.txt
+	$(BIN)/pip install -r $(REQUIREMENTS)
 	$(BIN)/pip install --no-deps -e .
 	touch $@
 
@@ -63,6 +66,16 @@ bench: $(STAMP)  ## print attention timings as ratios (python -m attnlib.bench)
 
 gpu-check: $(STAMP)  ## on a CUDA GPU: the cuda tests, the bench and the kernels' resources, to docs/gpu-check.md
 	$(BIN)/python tools/gpu_check.py
+
+# One universal lock (markers for every platform), compiled twice: requirements-gpu.txt as PyPI's
+# torch wheel needs it on Linux (its CUDA libraries pinned), then requirements.txt, constrained to
+# the same versions, with those CUDA libraries excluded (a CPU wheel of torch needs none of them).
+LOCK := $(BIN)/uv pip compile requirements.in pyproject.toml --extra lessons --universal \
+        --python-version 3.11 --custom-compile-command "make lock" --annotation-style line --quiet
+lock: $(STAMP)  ## recompile the pins (requirements.txt, requirements-gpu.txt) from requirements.in and pyproject.toml
+	$(LOCK) -o requirements-gpu.txt
+	grep -oE '^(nvidia|cuda)-[a-z0-9-]+' requirements-gpu.txt > $(VENV)/cuda-libraries.txt
+	$(LOCK) --constraints requirements-gpu.txt --excludes $(VENV)/cuda-libraries.txt -o requirements.txt
 
 lint: $(STAMP)  ## ruff check and ruff format --check
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from sphinx.pycode import ModuleAnalyzer
 
 import attnlib.numpy as anp
@@ -369,3 +372,72 @@ def test_the_name_scan_reads_relative_imports():
     assert ("attnlib.exercises", "exercise") in used and ("attnlib.exercises", "expect") in used
     assert ("attnlib.numpy", "sinusoidal_positional_encoding") in used  # attn.…, from .. import
     assert ("attnlib.torch", "LearnedPositionalEmbedding") in used  # from .. import torch as …
+
+
+# ---------------------------------------------------------------- the lock
+
+LOCKS = {"cpu": ROOT / "requirements.txt", "gpu": ROOT / "requirements-gpu.txt"}
+
+
+def pins(lock: Path) -> dict[str, list[Requirement]]:
+    """The lock's pins by distribution name (a name can have several, with exclusive markers)."""
+    found = defaultdict(list)
+    for line in lock.read_text().splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith(("#", "-")):
+            requirement = Requirement(line)
+            found[canonicalize_name(requirement.name)].append(requirement)
+    return found
+
+
+def pinned_version(requirement: Requirement) -> Version:
+    (specifier,) = requirement.specifier
+    assert specifier.operator == "==", f"{requirement} is not an exact pin"
+    return Version(specifier.version)
+
+
+def test_the_cpu_and_gpu_locks_differ_only_by_the_cuda_libraries():
+    cpu, gpu = pins(LOCKS["cpu"]), pins(LOCKS["gpu"])
+    only_gpu = set(gpu) - set(cpu)
+    assert only_gpu, "the GPU lock pins no CUDA library"
+    assert all(name.startswith(("nvidia-", "cuda-")) for name in only_gpu), sorted(only_gpu)
+    assert set(cpu) <= set(gpu), sorted(set(cpu) - set(gpu))
+    assert {n: list(map(str, r)) for n, r in cpu.items()} == {
+        n: list(map(str, gpu[n])) for n in cpu
+    }
+
+
+def direct_requirements() -> list[Requirement]:
+    """requirements.in, and pyproject.toml's dependencies and `lessons` extra."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = [line.split("#", 1)[0].strip() for line in (ROOT / "requirements.in").open()]
+    lines += project["dependencies"] + project["optional-dependencies"]["lessons"]
+    return [Requirement(line) for line in lines if line]
+
+
+@pytest.mark.parametrize("lock", LOCKS)
+def test_the_lock_pins_every_direct_requirement_in_its_range(lock):
+    locked = pins(LOCKS[lock])
+    for requirement in direct_requirements():
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement} is not in {LOCKS[lock].name}: run make lock"
+        for pin in locked[name]:
+            assert requirement.specifier.contains(pinned_version(pin), prereleases=True), (
+                f"{LOCKS[lock].name} pins {pin}, outside {requirement}: run make lock"
+            )
+
+
+def test_this_environment_has_the_versions_the_lock_pins():
+    """A stale .venv (the lock changed, the environment did not) fails here, not in a lesson."""
+    wrong = []
+    for name, requirements in pins(LOCKS["cpu"]).items():
+        for requirement in requirements:
+            if requirement.marker is None or requirement.marker.evaluate():
+                try:
+                    installed = Version(importlib.metadata.version(name))
+                except importlib.metadata.PackageNotFoundError:
+                    wrong.append(f"{requirement}: not installed")
+                    continue
+                if Version(installed.public) != pinned_version(requirement):  # 2.13.0+cpu is 2.13.0
+                    wrong.append(f"{requirement}: {installed} installed")
+    assert not wrong, "run make install (or rm -r .venv): " + "; ".join(wrong)
