@@ -281,3 +281,30 @@ def test_a_message_without_chinese_is_reported(tmp_path, monkeypatch):
 )
 def test_numbers_may_be_written_with_wan_and_a_wrong_one_is_caught(msgid, msgstr, lost):
     assert translations.preserved(msgid, msgstr) == lost
+
+
+@pytest.mark.parametrize("call", ['expect(x, f"{a} is wrong", a=a)', "expect(x, message)"])
+def test_a_checker_message_the_catalog_cannot_hold_is_refused(tmp_path, monkeypatch, call):
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    module = tmp_path / "lesson99.py"
+    module.write_text(f'expect(y, "a plain {{x}} message", x=[1, 2])\n{call}\n')
+    with pytest.raises(translations.Untranslatable, match=r"lesson99.py:2: a message must"):
+        translations.checker_messages(module)
+
+
+def test_checker_messages_are_the_written_templates(tmp_path, monkeypatch):
+    """Python's own parser finds the message argument, also after a condition holding a list
+    or a set with commas (Babel's extractor, which counts commas outside parentheses only,
+    took a string of such a condition for the message, or found none)."""
+    monkeypatch.setattr(translations, "ROOT", tmp_path)
+    module = tmp_path / "lesson99.py"
+    module.write_text(
+        'expect(x in ["a", "b"], "{a} and {b}", a=a, b=[1, 2])\nexercise("99.1", "Do this.")\n'
+        'Message("A {x}", x=1)\nexpect(\n    y != {1, 2},\n    "two "\n    "parts",\n)\n'
+    )
+    assert translations.checker_messages(module) == {
+        "{a} and {b}": [("lesson99.py", 1)],
+        "Do this.": [("lesson99.py", 2)],
+        "A {x}": [("lesson99.py", 3)],
+        "two parts": [("lesson99.py", 4)],
+    }
