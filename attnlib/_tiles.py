@@ -7,7 +7,8 @@ a running maximum and a running sum per query row (the online softmax). Two plan
 tiles to visit:
 
 * ``FullPlan`` (``tiled_attention``): one block of ``block_q`` queries at a time, against every
-  tile of ``block_k`` keys. A mask, if any, is cut into the same tiles.
+  tile of ``block_k`` keys (with ``causal``, every tile that reaches a key ``j <= i``: the
+  tiles above the diagonal are skipped). A mask, if any, is cut into the same tiles.
 * ``BandPlan`` (``truncated_attention``): blocks of ``B = 32`` queries; block ``i`` can only
   reach keys in key blocks ``i − n … i + n``, ``n = ⌈window / B⌉``, so that range,
   ``span = (2n + 1)·B`` keys, is its one tile. The blocks outside the band are never visited.
@@ -103,11 +104,19 @@ class KeyTile(NamedTuple):
 
 
 class FullPlan:
-    """Every block of ``block_q`` queries meets every tile of ``block_k`` keys."""
+    """Every block of ``block_q`` queries meets every tile of ``block_k`` keys; with
+    ``causal`` (query ``i`` sees keys ``j <= i``), only the tiles that reach such a key.
 
-    def __init__(self, length_q: int, length_k: int, block_q: int, block_k: int):
+    >>> plan = FullPlan(length_q=6, length_k=6, block_q=2, block_k=2, causal=True)
+    >>> [[t.start for t in plan.key_tiles(g)] for g in plan.query_groups()]
+    [[0], [0, 2], [0, 2, 4]]
+    """
+
+    def __init__(self, length_q: int, length_k: int, block_q: int, block_k: int, causal=False):
         self.length_q, self.length_k = length_q, length_k
-        self.block_q, self.block_k = block_q, block_k
+        self.block_q, self.block_k, self.causal = block_q, block_k, causal
+        self.patterns: dict[tuple[int, int], np.ndarray] = {}  # causal_pattern's, made once
+        self.converted: dict = {}  # a backend's copies of them (as BandPlan.converted)
 
     def query_groups(self) -> Iterator[QueryGroup]:
         for start in range(0, self.length_q, self.block_q):
@@ -115,8 +124,10 @@ class FullPlan:
             yield QueryGroup(start, stop, 1, stop - start)
 
     def key_tiles(self, group: QueryGroup) -> list[KeyTile]:
+        # causal: the group's last query, stop − 1, sees keys up to stop − 1; later tiles skipped
+        end = min(self.length_k, group.stop) if self.causal else self.length_k
         tiles = []
-        for start in range(0, self.length_k, self.block_k):
+        for start in range(0, end, self.block_k):
             stop = min(self.length_k, start + self.block_k)
             tiles.append(KeyTile(start, stop, stop - start, stop - start))
         return tiles
@@ -131,6 +142,18 @@ class FullPlan:
         if mask is None:
             return None
         return mask[..., None, group.start : group.stop, tile.start : tile.stop]
+
+    def causal_pattern(self, group: QueryGroup, tile: KeyTile) -> np.ndarray | None:
+        """``(size, span)`` booleans, ``j <= i`` for the tile's queries and keys, for a causal
+        plan's tile that crosses the diagonal; None for a tile wholly below it (or without
+        ``causal``)."""
+        if not self.causal or tile.stop - 1 <= group.start:
+            return None
+        key = (group.start, tile.start)
+        if key not in self.patterns:  # kept: a backend keys its copy on the array (TileBiases)
+            queries = np.arange(group.start, group.stop)[:, None]
+            self.patterns[key] = np.arange(tile.start, tile.stop)[None, :] <= queries
+        return self.patterns[key]
 
 
 @functools.lru_cache(maxsize=32)
@@ -228,6 +251,10 @@ class BandPlan:
         blocks = -(-self.length // self.block)
         last_key = (blocks + self.blocks_ahead) * self.block  # one past the last tile
         return self.reach * self.block, last_key - self.length
+
+    def causal_pattern(self, group: QueryGroup, tile: KeyTile) -> None:
+        """None: a causal band is in the band's own pattern (``tile_mask``)."""
+        return None
 
     def tile_mask(self, mask, group: QueryGroup, tile: KeyTile) -> np.ndarray:
         """``(size, span)`` booleans, query row × key of a window: inside the band and a real

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
@@ -352,26 +353,34 @@ def tile_scores(q_blocks, k_windows, bias, scale, scratch) -> torch.Tensor:
 
 class TileBiases:
     """Each tile's mask as an additive bias on the device, 0 (may attend) or -inf, for
-    ``torch.baddbmm`` to add while it multiplies; of ``like``'s dtype and device. The band
-    plan's patterns are converted once."""
+    ``torch.baddbmm`` to add while it multiplies; of ``like``'s dtype and device. The user's
+    mask is cut into tiles; the plan's own patterns (a band, or the diagonal of a causal plan)
+    are converted once per plan and kept on it."""
 
     def __init__(self, plan, mask, like: torch.Tensor):
         self.plan, self.mask, self.like = plan, mask, like
 
     def __call__(self, seqs: slice, group, tile):
         """The bias of ``tile`` for the ``seqs`` sequences, ``(S·count, size, span)``, or one
-        that broadcasts to it; None without a mask."""
+        that broadcasts to it; None when every score of the tile is allowed."""
         allowed = self.plan.tile_mask(self.mask, group, tile)
-        if allowed is None:
-            return None
+        causal = self.plan.causal_pattern(group, tile)
         if isinstance(allowed, torch.Tensor):  # (..., 1, size, span), cut from the user's mask
-            return self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
-        # A NumPy pattern of the plan, (size, span) for every window and sequence: converted
-        # once per device and dtype and kept on the (cached) plan, so that a GPU is not sent
-        # it on every call (BandPlan.converted).
-        key = (id(allowed), self.like.device, self.like.dtype)
+            bias = self._bias(allowed.reshape(-1, *allowed.shape[-2:])[seqs])
+            return bias if causal is None else bias + self._converted(causal)
+        for pattern in (allowed, causal):  # at most one of them is given
+            if pattern is not None:
+                return self._converted(pattern)
+        return None
+
+    def _converted(self, pattern: np.ndarray) -> torch.Tensor:
+        """A NumPy pattern of the plan, ``(size, span)`` for every window and sequence, as a
+        bias: converted once per device and dtype and kept on the plan, so that a GPU is not
+        sent it on every call (``BandPlan.converted``). The plan keeps its patterns alive, so
+        their ``id`` names them."""
+        key = (id(pattern), self.like.device, self.like.dtype)
         if key not in self.plan.converted:
-            self.plan.converted[key] = self._bias(torch.from_numpy(allowed))
+            self.plan.converted[key] = self._bias(torch.from_numpy(pattern))
         return self.plan.converted[key]
 
     def _bias(self, allowed: torch.Tensor) -> torch.Tensor:

@@ -188,10 +188,13 @@ def _attention(q, k, v, mask, scale, need_weights):
     return weights @ v, (weights if need_weights else None)
 
 
-def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None) -> np.ndarray:
+def tiled_attention(
+    q, k, v, mask=None, scale=None, *, causal=False, block_q=None, block_k=None
+) -> np.ndarray:
     r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array:
     FlashAttention (Dao et al., 2022) in the loop order of FlashAttention-2 (Dao, 2023), with
-    the online softmax.
+    the online softmax. This is the plain loop; ``attnlib.torch.tiled_attention`` is the same
+    computation engineered for speed, and ``attnlib.triton.flash_attention`` a GPU kernel.
 
     .. math:: m \leftarrow \max(m, \max_j s_j), \quad
               \ell \leftarrow e^{m_{\text{old}} - m}\,\ell + \textstyle\sum_j e^{s_j - m}, \quad
@@ -200,28 +203,67 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
 
     Blocks of ``block_q`` queries (the outer loop) meet tiles of ``block_k`` keys (the inner
     loop); each query row keeps a running maximum ``m``, a running sum ``ℓ`` and an
-    unnormalised output ``y``, divided by ``ℓ`` once, after its last tile. The result equals
-    ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10); a fully masked row gives zeros.
-    The blocks are 256 × 256 unless given.
+    unnormalised output ``y``, divided by ``ℓ`` once, after its last tile. With
+    ``causal=True`` query ``i`` sees keys ``j <= i`` (as ``causal_mask``, and PyTorch's
+    ``is_causal=True`` when ``L_q ≠ L_k``), on top of ``mask`` if one is given, and the tiles
+    wholly above the diagonal are skipped: about half of them. The result equals
+    ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10); a fully masked row gives
+    zeros. The blocks are 256 × 256 unless given.
 
     Shapes: ``q`` ``(..., L_q, d_k)``, ``k`` ``(..., L_k, d_k)``, ``v`` ``(..., L_k, d_v)``,
     ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
 
     >>> x = np.eye(4)
-    >>> out = tiled_attention(x, x, x, causal_mask(4), block_q=2, block_k=3)
+    >>> out = tiled_attention(x, x, x, causal=True, block_q=2, block_k=3)
     >>> np.allclose(out, attention(x, x, x, causal_mask(4))[0])
     True
     """
     q, k, v = _array("q", q), _array("k", k), _array("v", v)
     mask = None if mask is None else _array("mask", mask)
     _checks.check_tiled("tiled_attention", q, k, v, mask, block_q, block_k)
+    _checks.require_flag("tiled_attention", "causal", causal)
     scale = _checks.scale_or_default("tiled_attention", scale, q.shape[-1])
-    if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
-        return _attention(q, k, v, mask, scale, need_weights=True)[0]
-    plan = _tiles.FullPlan(
-        q.shape[-2], k.shape[-2], block_q or _tiles.DEFAULT_BLOCK, block_k or _tiles.DEFAULT_BLOCK
-    )
-    return _tiled(q, k, v, mask, scale, plan)
+    block_q, block_k = block_q or _tiles.DEFAULT_BLOCK, block_k or _tiles.DEFAULT_BLOCK
+    length_q, length_k = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*batch, length_q, length_k))  # a view
+    out = np.zeros((*batch, length_q, v.shape[-1]), dtype=np.result_type(q, k, v))
+    k_t = np.swapaxes(k, -1, -2)
+    for q_start in range(0, length_q, block_q):
+        q_stop = min(length_q, q_start + block_q)
+        q_block = q[..., q_start:q_stop, :] * scale
+        maximum = np.full((*batch, q_stop - q_start, 1), -np.inf, dtype=out.dtype)  # m
+        total = np.zeros_like(maximum)  # ℓ
+        output = np.zeros_like(out[..., q_start:q_stop, :])  # y
+        # causal: the last query of the block sees keys up to q_stop - 1; later tiles are skipped
+        k_end = min(length_k, q_stop) if causal else length_k
+        for k_start in range(0, k_end, block_k):
+            k_stop = min(length_k, k_start + block_k)
+            scores = q_block @ k_t[..., k_start:k_stop]
+            allowed = _tile_mask(mask, causal, q_start, q_stop, k_start, k_stop)
+            if allowed is not None:
+                scores = np.where(allowed, scores, -np.inf)
+            new_maximum = np.maximum(maximum, scores.max(axis=-1, keepdims=True))
+            shift = np.where(new_maximum == -np.inf, 0.0, new_maximum)  # rows with no key yet
+            weights = np.exp(scores - shift)  # 0 where masked
+            rescale = np.exp(maximum - shift)  # 0 on a row's first allowed tile
+            total = total * rescale + weights.sum(axis=-1, keepdims=True)
+            output = output * rescale + weights @ v[..., k_start:k_stop, :]
+            maximum = new_maximum
+        np.divide(output, total, out=out[..., q_start:q_stop, :], where=total > 0)  # else 0
+    return out
+
+
+def _tile_mask(mask, causal: bool, q_start: int, q_stop: int, k_start: int, k_stop: int):
+    """Which scores of the tile (queries ``q_start … q_stop − 1``, keys ``k_start …
+    k_stop − 1``) are allowed: ``mask``'s part of it, and ``j <= i`` if ``causal``; None when
+    every one is."""
+    allowed = None if mask is None else mask[..., q_start:q_stop, k_start:k_stop]
+    if causal and k_stop - 1 > q_start:  # the tile reaches above the diagonal
+        below = np.arange(k_start, k_stop) <= np.arange(q_start, q_stop)[:, None]
+        allowed = below if allowed is None else allowed & below
+    return allowed
 
 
 def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) -> np.ndarray:
@@ -246,35 +288,30 @@ def truncated_attention(q, k, v, window: int, causal: bool = False, scale=None) 
     scale = _checks.scale_or_default("truncated_attention", scale, q.shape[-1])
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     plan = _tiles.band_plan(q.shape[-2], window, causal, sequences=math.prod(batch))
-    return _tiled(q, k, v, None, scale, plan)
+    return _banded(q, k, v, scale, plan)
 
 
-def _tiled(q, k, v, mask, scale, plan) -> np.ndarray:
-    """The online softmax, tile by tile, under a plan (``attnlib._tiles``)."""
+def _banded(q, k, v, scale, plan) -> np.ndarray:
+    """``truncated_attention``'s kernel: for each group of query blocks of a band plan
+    (``attnlib._tiles.BandPlan``), the one tile of keys that the blocks' band touches, scored,
+    masked to the band and turned into weights by a softmax. One tile per block, so no online
+    softmax is needed: this is ``tiled_attention``'s loop with a single key tile."""
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if mask is not None:
-        mask = np.broadcast_to(mask, (*batch, q.shape[-2], k.shape[-2]))  # a view
     out = np.empty((*batch, q.shape[-2], v.shape[-1]), dtype=np.result_type(q, k, v))
     if out.size == 0:  # an empty batch, no queries or d_v = 0: nothing to compute
         return out
     for group in plan.query_groups():
-        q_blocks = _query_rows(q, group) * scale
-        maximum = np.full((*q_blocks.shape[:-1], 1), -np.inf, dtype=out.dtype)
-        total, output = np.zeros_like(maximum), 0.0
-        for tile in plan.key_tiles(group):
-            scores = q_blocks @ _key_rows(k, tile)
-            allowed = plan.tile_mask(mask, group, tile)
-            if allowed is not None:
-                scores[..., ~np.broadcast_to(allowed, scores.shape)] = -np.inf
-            new_maximum = np.maximum(maximum, scores.max(axis=-1, keepdims=True))
-            shift = np.where(new_maximum == -np.inf, 0.0, new_maximum)  # empty rows so far
-            weights = np.exp(scores - shift)
-            rescale = np.exp(maximum - shift)  # 0 on the first tile
-            total = total * rescale + weights.sum(axis=-1, keepdims=True)
-            output = output * rescale + weights @ np.swapaxes(_key_rows(v, tile), -1, -2)
-            maximum = new_maximum
-        normalised = np.divide(output, total, out=np.zeros_like(output), where=total > 0)
-        rows = normalised.reshape(*normalised.shape[:-3], -1, normalised.shape[-1])
+        (tile,) = plan.key_tiles(group)
+        scores = (_query_rows(q, group) * scale) @ _key_rows(k, tile)
+        in_band = np.broadcast_to(plan.tile_mask(None, group, tile), scores.shape)
+        scores[..., ~in_band] = -np.inf
+        # every real query sees itself; a padding row past the end may see nothing (dropped)
+        maximum = scores.max(axis=-1, keepdims=True)
+        weights = np.exp(scores - np.where(maximum == -np.inf, 0.0, maximum))
+        total = weights.sum(axis=-1, keepdims=True)
+        output = weights @ np.swapaxes(_key_rows(v, tile), -1, -2)
+        output = np.divide(output, total, out=np.zeros_like(output), where=total > 0)
+        rows = output.reshape(*output.shape[:-3], -1, output.shape[-1])
         out[..., group.start : group.stop, :] = rows[..., : group.stop - group.start, :]
     return out
 

@@ -220,7 +220,7 @@ def _fused_attention(q, k, v, mask, scale) -> torch.Tensor:
     return output
 
 
-def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=None):
+def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=None, block_k=None):
     r"""Exact attention computed tile by tile, never holding an ``L_q × L_k`` array:
     FlashAttention (Dao et al., 2022) in the loop order of FlashAttention-2 (Dao, 2023), in
     PyTorch operations.
@@ -233,9 +233,12 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     Blocks of ``block_q`` queries (the outer loop) meet tiles of ``block_k`` keys (the inner
     loop); each query row keeps a running maximum ``m``, a running sum ``ℓ`` and an
     unnormalised output ``y`` (the online softmax), divided by ``ℓ`` once, after its last
-    tile. By default the blocks are 256 × 256 on the CPU; on a GPU they are larger (1024 keys,
-    and as many queries as keep a tile within 2**24 scores), because there every operation
-    costs a launch of several microseconds however small it is
+    tile. With ``causal=True`` query ``i`` sees keys ``j <= i`` (as ``causal_mask``, and
+    ``is_causal=True`` of ``F.scaled_dot_product_attention`` when ``L_q ≠ L_k``), on top of
+    ``mask`` if one is given, and the tiles wholly above the diagonal are skipped, forward and
+    backward: about half of them. By default the blocks are 256 × 256 on the CPU; on a GPU
+    they are larger (1024 keys, and as many queries as keep a tile within 2**24 scores),
+    because there every operation costs a launch of several microseconds however small it is
     (``attnlib._tiles.default_blocks``).
     The result equals ``attention(q, k, v, mask, scale)[0]`` (float64: to 1e-10), fully masked
     rows included (zeros). The backward pass recomputes the tiles instead of storing the
@@ -247,13 +250,14 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
     ``mask`` broadcasting to ``(..., L_q, L_k)`` → output ``(..., L_q, d_v)``.
 
     >>> x = torch.eye(4)
-    >>> out = tiled_attention(x, x, x, causal_mask(4), block_q=2, block_k=3)
+    >>> out = tiled_attention(x, x, x, causal=True, block_q=2, block_k=3)
     >>> torch.allclose(out, attention(x, x, x, causal_mask(4))[0])
     True
     """
     fn = "tiled_attention"
     _require_tensors(fn, q=q, k=k, v=v, mask=mask)
     _checks.check_tiled(fn, q, k, v, mask, block_q, block_k)
+    _checks.require_flag(fn, "causal", causal)
     scale = _checks.scale_or_default(fn, scale, q.shape[-1])
     if k.shape[-2] == 0:  # no keys, no tiles: every query has nothing to attend to (zeros)
         return _attention(q, k, v, mask, scale, need_weights=True)[0]
@@ -262,7 +266,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, block_q=None, block_k=Non
         on_cpu = _checks.in_main_memory(q)
         default_q, default_k = _tiles.default_blocks(q.shape[-2], k.shape[-2], sequences, on_cpu)
         block_q, block_k = block_q or default_q, block_k or default_k
-    plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k)
+    plan = _tiles.FullPlan(q.shape[-2], k.shape[-2], block_q, block_k, causal)
     return _torch_tiled.tiled(q, k, v, mask, scale, plan)
 
 

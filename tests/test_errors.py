@@ -61,6 +61,11 @@ SCALARS_AND_FLAGS = [
         ["low_rank_attention", "scale"],
     ),
     (
+        lambda b: b.tiled_attention(*qkv(b), causal="False"),
+        TypeError,
+        ["tiled_attention", "causal must be True or False", "str 'False'"],
+    ),
+    (
         lambda b: b.truncated_attention(*qkv(b), 1, causal="False"),
         TypeError,
         ["truncated_attention", "causal must be True or False", "str 'False'"],

@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attnlib import _tiles, _torch_tiled
 from attnlib import numpy as anp
 from attnlib import torch as atorch
 
@@ -88,6 +89,86 @@ def test_gradcheck():
     assert torch.autograd.gradcheck(
         lambda q, k, v: atorch.truncated_attention(q, k, v, 2, causal=True), (q, k, v)
     )
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "random per sequence", "fully masked rows"])
+@pytest.mark.parametrize("length_q, length_k", [(L_Q, L_K), (L_K, L_Q), (L_Q, L_Q)])
+def test_causal_equals_attention_under_the_causal_mask_and_the_given_one(kind, length_q, length_k):
+    """causal=True is query i seeing keys j <= i (aligned at the top left, as is_causal=True),
+    added to the mask; forward in both backends, gradients in PyTorch."""
+    rng = np.random.default_rng(20 + MASK_KINDS.index(kind))
+    mask = masks(rng)[kind]
+    if mask is not None:
+        mask = (mask[:, None] if mask.ndim == 3 else mask)[..., :length_q, :length_k]
+        mask = np.pad(
+            mask,
+            [(0, 0)] * (mask.ndim - 2)
+            + [(0, length_q - mask.shape[-2])] * 1
+            + [(0, length_k - mask.shape[-1])],
+            constant_values=True,
+        )
+    below = np.tril(np.ones((length_q, length_k), dtype=bool))  # j <= i
+    q, k = rng.standard_normal((2, 3, length_q, 8)), rng.standard_normal((2, 3, length_k, 8))
+    v = rng.standard_normal((2, 3, length_k, 5))
+    both = below if mask is None else mask & below
+    expected = anp.attention(q, k, v, both)[0]
+    got = anp.tiled_attention(q, k, v, mask, causal=True, block_q=8, block_k=6)
+    np.testing.assert_allclose(got, expected, atol=1e-10)
+    tq, tk, tv = (torch.from_numpy(x).requires_grad_() for x in (q, k, v))
+    tmask = None if mask is None else torch.from_numpy(mask)
+    upstream = torch.from_numpy(rng.standard_normal(expected.shape))
+    dense = atorch.attention(tq, tk, tv, torch.from_numpy(both))[0]
+    tiled = atorch.tiled_attention(tq, tk, tv, tmask, causal=True, block_q=8, block_k=6)
+    np.testing.assert_allclose(tiled.detach().numpy(), expected, atol=1e-10)
+    grads = torch.autograd.grad(tiled, (tq, tk, tv), upstream)
+    for name, a, b in zip("qkv", torch.autograd.grad(dense, (tq, tk, tv), upstream), grads):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10, msg=f"gradient of {name}")
+
+
+def test_causal_agrees_with_pytorch_is_causal_when_the_lengths_differ():
+    torch.manual_seed(3)
+    for length_q, length_k in [(40, 70), (70, 40)]:
+        q, k, v = (
+            torch.randn(2, 4, length_q, 16),
+            torch.randn(2, 4, length_k, 16),
+            torch.randn(2, 4, length_k, 16),
+        )
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        got = atorch.tiled_attention(q, k, v, causal=True, block_q=16, block_k=16)
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def counting(monkeypatch, module, name: str) -> list:
+    """Replace ``module.name`` by a wrapper that records each call; return the record."""
+    calls, original = [], getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_causal_scores_only_the_tiles_on_and_below_the_diagonal(monkeypatch, causal):
+    """4 blocks of 256 queries and keys: 16 tiles, of which causal=True scores 10 (the 4 on the
+    diagonal, the 6 below it), in the NumPy loop and in each pass of the PyTorch kernel."""
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((1024, 8)) for _ in range(3))
+    numpy_tiles = counting(monkeypatch, anp, "_tile_mask")
+    anp.tiled_attention(q, k, v, causal=causal)
+    torch_tiles = counting(monkeypatch, _torch_tiled, "tile_scores")
+    tq, tk, tv = (torch.from_numpy(x).requires_grad_() for x in (q, k, v))
+    atorch.tiled_attention(tq, tk, tv, causal=causal).sum().backward()
+    tiles = 10 if causal else 16
+    assert len(numpy_tiles) == tiles and len(torch_tiles) == 2 * tiles  # forward + backward
+
+
+def test_a_causal_plan_visits_the_tiles_on_and_below_the_diagonal():
+    plan = _tiles.FullPlan(1024, 1024, 256, 256, causal=True)
+    visited = [len(plan.key_tiles(group)) for group in plan.query_groups()]
+    assert visited == [1, 2, 3, 4]  # 10 of 16 tiles; (n + 1) / 2n of them for n blocks
 
 
 def test_float32_agrees_with_pytorch_sdpa():
