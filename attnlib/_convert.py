@@ -59,3 +59,9 @@ def activation_name(layer) -> str:
             f"from_torch: only relu and gelu activations are supported; got {activation!r}"
         )
     return name
+
+
+def block_sizes(layer) -> tuple[int, int, int]:
+    """``(d_model, num_heads, d_ff)`` of a ``torch.nn.TransformerEncoderLayer`` or
+    ``TransformerDecoderLayer``: the sizes its attnlib copy is built with."""
+    return layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features

@@ -18,7 +18,12 @@ import math
 import numpy as np
 
 from . import _checks, _tiles
-from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
+from ._convert import (
+    activation_name,
+    block_sizes,
+    linear_from_torch,
+    multihead_weights_from_torch,
+)
 
 __all__ = [
     "softmax",
@@ -790,9 +795,9 @@ class MultiHeadAttention:
         _checks.require_flag(fn, "need_weights", need_weights)
         mask = None if mask is None else _array("mask", mask)
         head_mask = _checks.mask_for_heads(fn, mask, query, key, self.num_heads)
-        return self._call(query, key, value, head_mask, need_weights)
+        return self._forward(query, key, value, head_mask, need_weights)
 
-    def _call(self, query, key, value, head_mask, need_weights: bool):
+    def _forward(self, query, key, value, head_mask, need_weights: bool):
         """``__call__`` without the input checks; ``head_mask`` has its head axis already
         (``_checks.mask_for_heads``)."""
         heads = self.num_heads
@@ -850,9 +855,9 @@ class LayerNorm:
         """Normalise each token of ``x`` ``(..., L, d_model)`` over its features."""
         x = _array("x", x)
         _checks.check_layer_input("LayerNorm", x, len(self.weight))
-        return self._call(x)
+        return self._forward(x)
 
-    def _call(self, x: np.ndarray) -> np.ndarray:
+    def _forward(self, x: np.ndarray) -> np.ndarray:
         """``__call__`` without the input checks."""
         centred = x - x.mean(axis=-1, keepdims=True)
         variance = (centred**2).mean(axis=-1, keepdims=True)
@@ -903,9 +908,9 @@ class FeedForward:
         """The same two-layer network for every token of ``x`` ``(..., L, d_model)``."""
         x = _array("x", x)
         _checks.check_layer_input("FeedForward", x, self.w_1.shape[0])
-        return self._call(x)
+        return self._forward(x)
 
-    def _call(self, x: np.ndarray) -> np.ndarray:
+    def _forward(self, x: np.ndarray) -> np.ndarray:
         """``__call__`` without the input checks."""
         return _activation(self.activation, x @ self.w_1 + self.b_1) @ self.w_2 + self.b_2
 
@@ -943,8 +948,8 @@ class TransformerEncoderBlock:
     @classmethod
     def from_torch(cls, layer) -> TransformerEncoderBlock:
         """A copy of a ``torch.nn.TransformerEncoderLayer`` (its dropout is not copied)."""
-        block = cls.__new__(cls)
-        block.norm_first = layer.norm_first
+        # a block of the layer's sizes, whose parts are then replaced by copies of the layer's
+        block = cls(*block_sizes(layer), layer.norm_first, activation_name(layer))
         block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
         block.feed_forward = FeedForward.from_torch(
             layer.linear1, layer.linear2, activation_name(layer)
@@ -963,15 +968,15 @@ class TransformerEncoderBlock:
         _checks.check_multihead_input(fn, x, x, x, attention_layer.d_model)  # x is the query
         _checks.require_flag(fn, "need_weights", need_weights)
         head_mask = _checks.mask_for_heads(fn, mask, x, x, attention_layer.num_heads)
-        attend, norm1, norm2 = attention_layer._call, self.norm1._call, self.norm2._call
+        attend, norm1, norm2 = attention_layer._forward, self.norm1._forward, self.norm2._forward
         if self.norm_first:
             h = norm1(x)
             attended, weights = attend(h, h, h, head_mask, need_weights)
             x = x + attended
-            return x + self.feed_forward._call(norm2(x)), weights
+            return x + self.feed_forward._forward(norm2(x)), weights
         attended, weights = attend(x, x, x, head_mask, need_weights)
         x = norm1(x + attended)
-        return norm2(x + self.feed_forward._call(x)), weights
+        return norm2(x + self.feed_forward._forward(x)), weights
 
 
 class TransformerDecoderBlock:
@@ -1007,8 +1012,8 @@ class TransformerDecoderBlock:
     @classmethod
     def from_torch(cls, layer) -> TransformerDecoderBlock:
         """A copy of a ``torch.nn.TransformerDecoderLayer`` (its dropout is not copied)."""
-        block = cls.__new__(cls)
-        block.norm_first = layer.norm_first
+        # a block of the layer's sizes, whose parts are then replaced by copies of the layer's
+        block = cls(*block_sizes(layer), layer.norm_first, activation_name(layer))
         block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attention = MultiHeadAttention.from_torch(layer.multihead_attn)
         block.feed_forward = FeedForward.from_torch(
@@ -1037,8 +1042,8 @@ class TransformerDecoderBlock:
             mask = future if mask is None else mask & future
         self_mask = _checks.mask_for_heads(fn, mask, x, x, heads)
         cross_mask = _checks.mask_for_heads(fn, memory_mask, x, memory, heads)
-        norm1, norm2, norm3 = self.norm1._call, self.norm2._call, self.norm3._call
-        attend_self, attend_memory = self.self_attention._call, self.cross_attention._call
+        norm1, norm2, norm3 = self.norm1._forward, self.norm2._forward, self.norm3._forward
+        attend_self, attend_memory = self.self_attention._forward, self.cross_attention._forward
         if self.norm_first:
             h = norm1(x)
             attended, self_weights = attend_self(h, h, h, self_mask, need_weights)
@@ -1047,9 +1052,9 @@ class TransformerDecoderBlock:
                 norm2(x), memory, memory, cross_mask, need_weights
             )
             x = x + attended
-            return x + self.feed_forward._call(norm3(x)), self_weights, cross_weights
+            return x + self.feed_forward._forward(norm3(x)), self_weights, cross_weights
         attended, self_weights = attend_self(x, x, x, self_mask, need_weights)
         x = norm1(x + attended)
         attended, cross_weights = attend_memory(x, memory, memory, cross_mask, need_weights)
         x = norm2(x + attended)
-        return norm3(x + self.feed_forward._call(x)), self_weights, cross_weights
+        return norm3(x + self.feed_forward._forward(x)), self_weights, cross_weights

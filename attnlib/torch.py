@@ -23,7 +23,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import _checks, _tiles, _torch_tiled
-from ._convert import activation_name, linear_from_torch, multihead_weights_from_torch
+from ._convert import (
+    activation_name,
+    block_sizes,
+    linear_from_torch,
+    multihead_weights_from_torch,
+)
 
 __all__ = [
     "default_device",
@@ -916,9 +921,10 @@ class TransformerEncoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> TransformerEncoderBlock:
         """A copy of a ``torch.nn.TransformerEncoderLayer`` (its dropout is not copied)."""
-        block = cls.__new__(cls)
-        nn.Module.__init__(block)
-        block.norm_first = layer.norm_first
+        # a block of the layer's sizes, whose parts are then replaced by copies of the layer's
+        weight = layer.linear1.weight
+        sizes = (*block_sizes(layer), layer.norm_first, activation_name(layer))
+        block = cls(*sizes, dtype=weight.dtype, device=weight.device)
         block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
         block.feed_forward = FeedForward.from_torch(
             layer.linear1, layer.linear2, activation_name(layer)
@@ -996,9 +1002,10 @@ class TransformerDecoderBlock(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> TransformerDecoderBlock:
         """A copy of a ``torch.nn.TransformerDecoderLayer`` (its dropout is not copied)."""
-        block = cls.__new__(cls)
-        nn.Module.__init__(block)
-        block.norm_first = layer.norm_first
+        # a block of the layer's sizes, whose parts are then replaced by copies of the layer's
+        weight = layer.linear1.weight
+        sizes = (*block_sizes(layer), layer.norm_first, activation_name(layer))
+        block = cls(*sizes, dtype=weight.dtype, device=weight.device)
         block.self_attention = MultiHeadAttention.from_torch(layer.self_attn)
         block.cross_attention = MultiHeadAttention.from_torch(layer.multihead_attn)
         block.feed_forward = FeedForward.from_torch(
