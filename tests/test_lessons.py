@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 from conftest import installed_distributions
 
@@ -89,6 +90,48 @@ def test_lesson_runs_and_its_outputs_hold_on_another_computer(lesson, cache):
 
     settings = run_notebooks.other_machine_env({})  # its own settings only
     run_unless_passed(cache, lesson.stem, inputs_digest(lesson, settings), check)
+
+
+#: The floating-point paths the lessons take, each computed in float32 (``digits.npz``).
+FLOATING_POINT_PATHS = """
+import sys
+import numpy as np
+import torch
+rng = np.random.default_rng(0)
+a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+x = rng.standard_normal(100_003).astype(np.float32)
+images = torch.from_numpy(rng.standard_normal((16, 8, 28, 28)).astype(np.float32))
+filters = torch.from_numpy(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
+ta, tb, tx = map(torch.from_numpy, (a, b, x))
+np.savez(
+    sys.argv[1],
+    numpy_matmul=a @ b,  # OpenBLAS
+    numpy_exp=np.exp(x),  # NumPy's own SIMD loops
+    torch_matmul=(ta @ tb).numpy(),  # MKL
+    torch_softmax=torch.softmax(ta, -1).numpy(),  # ATen's vectorised kernels
+    torch_sum=tx.sum().reshape(1).numpy(),
+    torch_conv2d=torch.nn.functional.conv2d(images, filters, padding=1).numpy(),  # oneDNN
+)
+"""
+
+
+def test_the_simulated_computer_changes_the_digits_of_every_path(tmp_path):
+    """Each floating-point path a lesson takes (matrix products by OpenBLAS and MKL, NumPy's and
+    ATen's loops, oneDNN's convolutions) gives other float32 digits on the simulated other
+    computer than on this one: in at least 10 % of the elements. (On a CPU that is not x86, only
+    PyTorch's own kernels are swapped: its other paths are not checked there.)"""
+    digits = {}
+    for name, env in (("host", dict(os.environ)), ("other", run_notebooks.other_machine_env())):
+        path = tmp_path / f"{name}.npz"
+        command = [sys.executable, "-c", FLOATING_POINT_PATHS, str(path)]
+        subprocess.run(command, env=env, check=True, timeout=120)
+        digits[name] = dict(np.load(path))
+    paths = list(digits["host"])
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        paths = ["torch_softmax", "torch_sum"]
+    changed = {p: float(np.mean(digits["host"][p] != digits["other"][p])) for p in paths}
+    unchanged = {p: f"{share:.0%}" for p, share in changed.items() if share < 0.1}
+    assert not unchanged, f"the simulated computer changes too few digits of {unchanged}"
 
 
 def test_the_digest_follows_code_and_outputs_not_prose(tmp_path):
