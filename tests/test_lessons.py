@@ -102,14 +102,13 @@ a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
 x = rng.standard_normal(100_003).astype(np.float32)
 images = torch.from_numpy(rng.standard_normal((16, 8, 28, 28)).astype(np.float32))
 filters = torch.from_numpy(rng.standard_normal((16, 8, 3, 3)).astype(np.float32))
-ta, tb, tx = map(torch.from_numpy, (a, b, x))
+ta, tb = map(torch.from_numpy, (a, b))
 np.savez(
     sys.argv[1],
     numpy_matmul=a @ b,  # OpenBLAS
     numpy_exp=np.exp(x),  # NumPy's own SIMD loops
     torch_matmul=(ta @ tb).numpy(),  # MKL
     torch_softmax=torch.softmax(ta, -1).numpy(),  # ATen's vectorised kernels
-    torch_sum=tx.sum().reshape(1).numpy(),
     torch_conv2d=torch.nn.functional.conv2d(images, filters, padding=1).numpy(),  # oneDNN
 )
 """
@@ -128,7 +127,7 @@ def test_the_simulated_computer_changes_the_digits_of_every_path(tmp_path):
         digits[name] = dict(np.load(path))
     paths = list(digits["host"])
     if platform.machine().lower() not in ("x86_64", "amd64"):
-        paths = ["torch_softmax", "torch_sum"]
+        paths = ["torch_softmax"]
     changed = {p: float(np.mean(digits["host"][p] != digits["other"][p])) for p in paths}
     unchanged = {p: f"{share:.0%}" for p, share in changed.items() if share < 0.1}
     assert not unchanged, f"the simulated computer changes too few digits of {unchanged}"
