@@ -66,9 +66,20 @@ convention of ``attnlib.torch.causal_mask`` and of PyTorch's
 ``scaled_dot_product_attention(is_causal=True)``, also when ``L_q ≠ L_k`` (the mask is
 ``ones(L_q, L_k).tril()``, aligned at the top left). Key 0 is visible to every query, so no
 row is ever fully masked. The kernels skip the tiles above the diagonal altogether: about half
-the work. (FlashAttention-2's own library aligns the mask at the bottom right when
-``L_q ≠ L_k``, as decoding with a cache of keys needs; there the first ``L_q − L_k`` rows see
-no key at all.)
+the work. With ``causal_alignment="lower_right"`` the diagonal ends at the bottom right
+instead, ``j ≤ i + L_k − L_q``, as FlashAttention-2's own library aligns it: the queries are
+the last ``L_q`` positions of the sequence, as when new tokens attend to a cache of keys
+(there, if ``L_q > L_k``, the first ``L_q − L_k`` rows see no key and get zeros).
+
+**Grouped-query attention.** ``k`` and ``v`` may have fewer heads than ``q`` (``H_kv``
+dividing ``H_q``): query head ``h`` reads key head ``h // (H_q / H_kv)``. The kernels compute
+that index from the program's sequence, so the keys are never copied; the ``dK``/``dV``
+kernel adds up, in one program, the gradients from every query head of its key head.
+
+**Decoding.** ``flash_decode`` serves one query per sequence (a generation step): its kernel
+(Flash-Decoding) splits the keys into chunks that run in parallel and writes one (output,
+log-sum-exp) pair per chunk, merged afterwards (``merge_partials``), instead of one program
+walking along all the keys.
 
 **Any length.** Blocks are powers of two (``tl.arange`` needs one), so the last block of a
 sequence is usually partly outside it: loads there are masked (they read zeros), scores of keys
@@ -124,6 +135,8 @@ from . import _checks
 
 __all__ = [
     "flash_attention",
+    "flash_decode",
+    "merge_partials",
     "FlashAttentionFunction",
     "interpreting",
     "default_blocks",
@@ -150,17 +163,20 @@ tl = None
 
 
 def _forward_kernel(
-    Q, K, V, OUT, LSE,  # q, k, v, the output: (B·H, L, d); the log-sum-exp: (B·H, L_q)
+    Q, K, V, OUT, LSE,  # q: (B·H_q, L_q, d), k and v: (B·H_kv, L_k, d), the output like q;
+                        # the log-sum-exp: (B·H_q, L_q)
     L_q, L_k, qk_scale,  # the two lengths; scale · log₂ e
+    H_Q, GROUP, OFFSET,  # heads of q; query heads per key head (GQA); the causal diagonal's offset
     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """FA-2, Algorithm 1, for one block of queries: its rows of the output and their log-sum-exp."""
     block, seq = tl.program_id(0), tl.program_id(1).to(tl.int64)  # int64: offsets past 2³¹
+    kv_seq = (seq // H_Q) * (H_Q // GROUP) + (seq % H_Q) // GROUP  # the key head it reads
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)  # this program's queries
     dims = tl.arange(0, HEAD_DIM)
     Q, OUT, LSE = Q + seq * L_q * HEAD_DIM, OUT + seq * L_q * HEAD_DIM, LSE + seq * L_q
-    K, V = K + seq * L_k * HEAD_DIM, V + seq * L_k * HEAD_DIM  # this sequence's first row
+    K, V = K + kv_seq * L_k * HEAD_DIM, V + kv_seq * L_k * HEAD_DIM  # its first row
     row_inside = rows[:, None] < L_q  # rows past the end of the sequence: read as zeros
     q = tl.load(Q + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
 
@@ -170,8 +186,8 @@ def _forward_kernel(
     acc = tl.zeros([BLOCK_Q, HEAD_DIM], tl.float32)  # Σ_j 2^(s_j − m_i) · v_j, likewise
 
     end = L_k
-    if CAUSAL:  # keys after this block's last query are hidden from all of its rows: skip them
-        end = tl.minimum(L_k, (block + 1) * BLOCK_Q)
+    if CAUSAL:  # keys after this block's last query (+ OFFSET) are hidden from all its rows
+        end = tl.minimum(L_k, (block + 1) * BLOCK_Q + OFFSET)
     for start in range(0, end, BLOCK_K):  # the inner loop: one tile of keys at a time
         cols = start + tl.arange(0, BLOCK_K)
         col_inside = cols[:, None] < L_k
@@ -181,39 +197,46 @@ def _forward_kernel(
         s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # scores, base 2
         visible = cols[None, :] < L_k
         if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
+            visible = visible & (cols[None, :] <= rows[:, None] + OFFSET)
         s = tl.where(visible, s, float("-inf"))  # a hidden key's weight: 2^(−∞) = 0
 
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)  # moves the sums made under the old maximum to the new
-        p = tl.exp2(s - m_new[:, None])  # this tile's weights, not yet normalised
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with no key yet: 0
+        alpha = tl.exp2(m_i - shift)  # moves the sums made under the old maximum to the new
+        p = tl.exp2(s - shift[:, None])  # this tile's weights, not yet normalised
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
 
-    out = (acc / l_i[:, None]).to(OUT.dtype.element_ty)  # normalise once, after the last tile
+    # Normalise once, after the last tile. A row that saw no key (causal, lower right, with
+    # L_q > L_k) has l = 0: its output is 0 and its log-sum-exp −∞.
+    seen = l_i > 0
+    out = (acc / tl.where(seen, l_i, 1.0)[:, None]).to(OUT.dtype.element_ty)
     tl.store(OUT + rows[:, None] * HEAD_DIM + dims[None, :], out, mask=row_inside)
-    tl.store(LSE + rows, m_i + tl.log2(l_i), mask=rows < L_q)  # all the backward pass needs
+    lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+    tl.store(LSE + rows, lse, mask=rows < L_q)  # all the backward pass needs
 
 
 def _backward_dq_kernel(
     Q, K, V, OUT, DOUT, LSE, DELTA, DQ,  # DOUT, DQ: the gradients of the output and of q
-    L_q, L_k, qk_scale, scale,
+    L_q, L_k, qk_scale, scale, H_Q, GROUP, OFFSET,
     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """For one block of queries: ``D = rowsum(dO ∘ O)``, stored for the next kernel, and
     ``dQ = scale · Σ_tiles dS K``, walking along the keys as the forward pass does."""
     block, seq = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    kv_seq = (seq // H_Q) * (H_Q // GROUP) + (seq % H_Q) // GROUP
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)
     dims = tl.arange(0, HEAD_DIM)
     at = seq * L_q * HEAD_DIM + rows[:, None] * HEAD_DIM + dims[None, :]  # this block's rows
     row_inside = rows[:, None] < L_q
-    K, V = K + seq * L_k * HEAD_DIM, V + seq * L_k * HEAD_DIM
+    K, V = K + kv_seq * L_k * HEAD_DIM, V + kv_seq * L_k * HEAD_DIM
     q = tl.load(Q + at, mask=row_inside, other=0.0)
     do = tl.load(DOUT + at, mask=row_inside, other=0.0)
     o = tl.load(OUT + at, mask=row_inside, other=0.0)
     lse = tl.load(LSE + seq * L_q + rows, mask=rows < L_q, other=0.0)
+    lse = tl.where(lse == float("-inf"), 0.0, lse)  # a row with no key: its weights are all 0
 
     delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), axis=1)  # D = rowsum(dO ∘ O)
     tl.store(DELTA + seq * L_q + rows, delta, mask=rows < L_q)
@@ -221,7 +244,7 @@ def _backward_dq_kernel(
     dq = tl.zeros([BLOCK_Q, HEAD_DIM], tl.float32)
     end = L_k
     if CAUSAL:
-        end = tl.minimum(L_k, (block + 1) * BLOCK_Q)
+        end = tl.minimum(L_k, (block + 1) * BLOCK_Q + OFFSET)
     for start in range(0, end, BLOCK_K):
         cols = start + tl.arange(0, BLOCK_K)
         col_inside = cols[:, None] < L_k
@@ -231,8 +254,8 @@ def _backward_dq_kernel(
         s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
         visible = cols[None, :] < L_k
         if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
-        p = tl.exp2(tl.where(visible, s, float("-inf")) - lse[:, None])  # P, recomputed exactly
+            visible = visible & (cols[None, :] <= rows[:, None] + OFFSET)
+        p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))  # P, recomputed exactly
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)  # dP = dO Vᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D): the softmax's backward pass
         dq += tl.dot(ds.to(k.dtype), k, input_precision=PRECISION)  # dQ += dS K
@@ -241,54 +264,112 @@ def _backward_dq_kernel(
 
 def _backward_dk_dv_kernel(
     Q, K, V, DOUT, LSE, DELTA, DK, DV,
-    L_q, L_k, qk_scale, scale,
+    L_q, L_k, qk_scale, scale, H_Q, GROUP, OFFSET,
     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """For one block of keys: ``dV = Σ_tiles Pᵀ dO`` and ``dK = scale · Σ_tiles dSᵀ Q``,
-    walking along the queries."""
-    block, seq = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    """For one block of keys of one key head: ``dV = Σ_tiles Pᵀ dO`` and
+    ``dK = scale · Σ_tiles dSᵀ Q``, walking along the queries of every query head that reads
+    this key head (``GROUP`` of them with GQA, one without)."""
+    block, kv_seq = tl.program_id(0), tl.program_id(1).to(tl.int64)
     cols = block * BLOCK_K + tl.arange(0, BLOCK_K)  # this program's keys
     dims = tl.arange(0, HEAD_DIM)
-    at = seq * L_k * HEAD_DIM + cols[:, None] * HEAD_DIM + dims[None, :]  # this block's keys
+    at = kv_seq * L_k * HEAD_DIM + cols[:, None] * HEAD_DIM + dims[None, :]  # this block's keys
     col_inside = cols[:, None] < L_k
-    Q, DOUT = Q + seq * L_q * HEAD_DIM, DOUT + seq * L_q * HEAD_DIM
-    LSE, DELTA = LSE + seq * L_q, DELTA + seq * L_q
     k = tl.load(K + at, mask=col_inside, other=0.0)
     v = tl.load(V + at, mask=col_inside, other=0.0)
 
     dk = tl.zeros([BLOCK_K, HEAD_DIM], tl.float32)
     dv = tl.zeros([BLOCK_K, HEAD_DIM], tl.float32)
     first = 0
-    if CAUSAL:  # queries before this block's first key see none of it: start at the diagonal
-        first = (block * BLOCK_K // BLOCK_Q) * BLOCK_Q
-    for start in range(first, L_q, BLOCK_Q):
-        rows = start + tl.arange(0, BLOCK_Q)
-        row_inside = rows[:, None] < L_q
-        q = tl.load(Q + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
-        do = tl.load(DOUT + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
-        lse = tl.load(LSE + rows, mask=rows < L_q, other=0.0)
-        delta = tl.load(DELTA + rows, mask=rows < L_q, other=0.0)
+    if CAUSAL:  # queries before this block's first key (− OFFSET) see none of it: skip them
+        first = tl.maximum(0, (block * BLOCK_K - OFFSET) // BLOCK_Q * BLOCK_Q)
+    heads_kv = H_Q // GROUP
+    for member in range(0, GROUP):  # the query heads of this key head, one after another
+        seq = (kv_seq // heads_kv) * H_Q + (kv_seq % heads_kv) * GROUP + member
+        Q_s, DOUT_s = Q + seq * L_q * HEAD_DIM, DOUT + seq * L_q * HEAD_DIM
+        LSE_s, DELTA_s = LSE + seq * L_q, DELTA + seq * L_q
+        for start in range(first, L_q, BLOCK_Q):
+            rows = start + tl.arange(0, BLOCK_Q)
+            row_inside = rows[:, None] < L_q
+            q = tl.load(Q_s + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
+            do = tl.load(
+                DOUT_s + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0
+            )
+            lse = tl.load(LSE_s + rows, mask=rows < L_q, other=0.0)
+            lse = tl.where(lse == float("-inf"), 0.0, lse)
+            delta = tl.load(DELTA_s + rows, mask=rows < L_q, other=0.0)
 
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
-        visible = row_inside & (cols[None, :] < L_k)
-        if CAUSAL:
-            visible = visible & (cols[None, :] <= rows[:, None])
-        p = tl.exp2(tl.where(visible, s, float("-inf")) - lse[:, None])
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # dV += Pᵀ dO
-        dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
-        ds = p * (dp - delta[:, None])
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)  # dK += dSᵀ Q
+            s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+            visible = row_inside & (cols[None, :] < L_k)
+            if CAUSAL:
+                visible = visible & (cols[None, :] <= rows[:, None] + OFFSET)
+            p = tl.exp2(tl.where(visible, s - lse[:, None], float("-inf")))
+            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=PRECISION)  # dV += Pᵀ dO
+            dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
+            ds = p * (dp - delta[:, None])
+            dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=PRECISION)  # dK += dSᵀ Q
     tl.store(DK + at, (dk * scale).to(DK.dtype.element_ty), mask=col_inside)
     tl.store(DV + at, dv.to(DV.dtype.element_ty), mask=col_inside)
 
 
-#: The three kernels by the job they do, as plain Python functions (``triton.jit`` is applied
-#: when Triton is first used): the forward pass, and the backward pass's two halves.
+def _decode_kernel(
+    Q, K, V, LENGTHS, OUT, LSE,  # q: (B·H_q, d), one query per head; k, v: (B·H_kv, L_k, d);
+                                 # LENGTHS: (B,) keys each sequence has; OUT: (B·H_q, SPLITS, d),
+                                 # LSE: (B·H_q, SPLITS), one partial result per chunk of keys
+    L_k, qk_scale, H_Q, GROUP, CHUNK, SPLITS,
+    HEAD_DIM: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Flash-Decoding, one chunk of ``CHUNK`` keys of one key head: the ``GROUP`` queries
+    that read this key head (a block of ``BLOCK_Q`` rows, the rest padding) against the chunk,
+    by the online softmax; writes each query's partial output (normalised over the chunk) and
+    log-sum-exp (base 2; −∞ for a chunk past the sequence's length), merged afterwards."""
+    split, kv_seq = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    heads_kv = H_Q // GROUP
+    batch = kv_seq // heads_kv
+    members = tl.arange(0, BLOCK_Q)  # the query heads of this key head, as rows of one tile
+    seqs = batch * H_Q + (kv_seq % heads_kv) * GROUP + members
+    real = members < GROUP
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + seqs[:, None] * HEAD_DIM + dims[None, :], mask=real[:, None], other=0.0)
+    K, V = K + kv_seq * L_k * HEAD_DIM, V + kv_seq * L_k * HEAD_DIM
+    length = tl.load(LENGTHS + batch)  # this sequence's keys: 0 … length − 1
+
+    m_i = tl.full([BLOCK_Q], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_Q], tl.float32)
+    acc = tl.zeros([BLOCK_Q, HEAD_DIM], tl.float32)
+    first = split * CHUNK
+    for start in range(first, tl.minimum(first + CHUNK, length), BLOCK_K):
+        cols = start + tl.arange(0, BLOCK_K)
+        inside = (cols < length) & (cols < first + CHUNK)
+        k = tl.load(K + cols[:, None] * HEAD_DIM + dims[None, :], mask=inside[:, None], other=0.0)
+        v = tl.load(V + cols[:, None] * HEAD_DIM + dims[None, :], mask=inside[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+        s = tl.where(inside[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - shift)
+        p = tl.exp2(s - shift[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+
+    seen = l_i > 0
+    out = acc / tl.where(seen, l_i, 1.0)[:, None]
+    lse = tl.where(seen, m_i + tl.log2(tl.where(seen, l_i, 1.0)), float("-inf"))
+    at = seqs * SPLITS + split
+    tl.store(OUT + at[:, None] * HEAD_DIM + dims[None, :], out, mask=real[:, None])
+    tl.store(LSE + at, lse, mask=real)
+
+
+#: The kernels by the job they do, as plain Python functions (``triton.jit`` is applied when
+#: Triton is first used): the forward pass, the backward pass's two halves, and decoding.
 KERNELS = {
     "forward": _forward_kernel,
     "backward_dq": _backward_dq_kernel,
     "backward_dk_dv": _backward_dk_dv_kernel,
+    "decode": _decode_kernel,
 }
 
 
@@ -399,7 +480,7 @@ def _shared_memory(device_index: int) -> int:
 
 
 def _settings(q: torch.Tensor, block_q, block_k) -> dict:
-    """The launch settings shared by the three kernels."""
+    """The launch settings shared by the kernels."""
     shared_memory = None if interpreting() else _shared_memory(q.device.index)
     default_q, default_k = default_blocks(q.shape[-1], q.dtype, shared_memory)
     return {
@@ -413,60 +494,63 @@ def _settings(q: torch.Tensor, block_q, block_k) -> dict:
     }
 
 
-def _forward(q, k, v, causal: bool, scale: float, block_q, block_k):
+def _forward(q, k, v, causal: bool, offset: int, scale: float, block_q, block_k):
     """Launch the forward kernel: the output and the log-sum-exp (base 2) of each row."""
     batch, heads, len_q, _ = q.shape
-    len_k = k.shape[2]
+    heads_kv, len_k = k.shape[1], k.shape[2]
     settings = _settings(q, block_q, block_k)
     out = torch.empty_like(q)
     lse = torch.empty(batch, heads, len_q, device=q.device, dtype=torch.float32)
     grid = (-(-len_q // settings["BLOCK_Q"]), batch * heads)
-    kernel = _kernels()["forward"]
-    kernel[grid](q, k, v, out, lse, len_q, len_k, scale * LOG2_E, CAUSAL=causal, **settings)
+    shape = (len_q, len_k, scale * LOG2_E)
+    gqa = (heads, heads // heads_kv, offset)
+    _kernels()["forward"][grid](q, k, v, out, lse, *shape, *gqa, CAUSAL=causal, **settings)
     return out, lse
 
 
-def _backward(q, k, v, out, lse, grad_out, causal: bool, scale: float, block_q, block_k):
+def _backward(q, k, v, out, lse, grad_out, causal, offset, scale, block_q, block_k):
     """Launch the two backward kernels: the gradients of q, k and v."""
     batch, heads, len_q, _ = q.shape
-    len_k = k.shape[2]
+    heads_kv, len_k = k.shape[1], k.shape[2]
     settings = _settings(q, block_q, block_k)
     kernels = _kernels()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty_like(lse)
-    lengths = (len_q, len_k, scale * LOG2_E, scale)
+    shape = (len_q, len_k, scale * LOG2_E, scale, heads, heads // heads_kv, offset)
     grid_q = (-(-len_q // settings["BLOCK_Q"]), batch * heads)
     kernels["backward_dq"][grid_q](
-        q, k, v, out, grad_out, lse, delta, dq, *lengths, CAUSAL=causal, **settings
+        q, k, v, out, grad_out, lse, delta, dq, *shape, CAUSAL=causal, **settings
     )
-    grid_k = (-(-len_k // settings["BLOCK_K"]), batch * heads)
+    grid_k = (-(-len_k // settings["BLOCK_K"]), batch * heads_kv)  # one program per key block
     kernels["backward_dk_dv"][grid_k](
-        q, k, v, grad_out, lse, delta, dk, dv, *lengths, CAUSAL=causal, **settings
+        q, k, v, grad_out, lse, delta, dk, dv, *shape, CAUSAL=causal, **settings
     )
     return dq, dk, dv
 
 
 class FlashAttentionFunction(torch.autograd.Function):
     """``flash_attention`` as an autograd operation: the forward kernel, and the two backward
-    kernels, which recompute the weights from the saved log-sum-exp."""
+    kernels, which recompute the weights from the saved log-sum-exp. Returns the output and
+    the log-sum-exp in base 2 (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, block_q, block_k):
-        """The output; saves q, k, v, the output and the log-sum-exp for the backward pass."""
+    def forward(ctx, q, k, v, causal, offset, scale, block_q, block_k):
+        """The output and log-sum-exp; saves q, k, v, the output and the log-sum-exp."""
         with _on_device(q):
-            out, lse = _forward(q, k, v, causal, scale, block_q, block_k)
+            out, lse = _forward(q, k, v, causal, offset, scale, block_q, block_k)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.settings = causal, scale, block_q, block_k
-        return out
+        ctx.settings = causal, offset, scale, block_q, block_k
+        ctx.mark_non_differentiable(lse)
+        return out, lse
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, _grad_lse):
         """The gradients of q, k and v (and None for the settings)."""
         q, k, v, out, lse = ctx.saved_tensors
         with _on_device(q):
             grads = _backward(q, k, v, out, lse, grad_out.contiguous(), *ctx.settings)
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None)
 
 
 def _on_device(q: torch.Tensor):
@@ -474,23 +558,67 @@ def _on_device(q: torch.Tensor):
     return torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext()
 
 
-# --------------------------------------------------------------------------- the public call
+def merge_partials(outs: torch.Tensor, lses: torch.Tensor):
+    r"""Merge attention results computed over separate parts of the keys into the result over
+    all of them: lesson 09's merge of (output, log-sum-exp) pairs, for any number of parts.
+
+    .. math:: \text{lse} = \log \textstyle\sum_s e^{\text{lse}_s}, \qquad
+              \text{out} = \textstyle\sum_s e^{\text{lse}_s - \text{lse}}\, \text{out}_s
+
+    Shapes: ``outs`` ``(..., S, d)`` (each part's output, normalised over its own keys),
+    ``lses`` ``(..., S)`` (natural log; −∞ for a part with no key) → ``(out (..., d),
+    lse (...))``; where every part is empty, zeros and −∞.
+
+    >>> outs = torch.tensor([[1.0, 0.0], [0.0, 1.0]])  # two parts of one key each
+    >>> out, lse = merge_partials(outs, torch.zeros(2))  # scores 0 and 0: equal weights
+    >>> out.tolist(), round(float(lse), 4)
+    ([0.5, 0.5], 0.6931)
+    """
+    lse = torch.logsumexp(lses, dim=-1)
+    finite = torch.where(lse == -math.inf, 0.0, lse)  # all parts empty: weights 0, not NaN
+    weights = torch.exp(lses - finite.unsqueeze(-1))
+    return (weights.unsqueeze(-1) * outs.float()).sum(-2).to(outs.dtype), lse
 
 
-def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=None):
+# --------------------------------------------------------------------------- the public calls
+
+CAUSAL_ALIGNMENTS = ("upper_left", "lower_right")
+
+
+def flash_attention(
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    causal_alignment="upper_left",
+    scale=None,
+    return_lse=False,
+    block_q=None,
+    block_k=None,
+):
     r"""Exact attention by the FlashAttention kernels in Triton (the module's docstring walks
     through them).
 
     .. math:: \operatorname{out} = \operatorname{softmax}(s\,q k^{\top})\, v,
               \qquad s = 1/\sqrt{d} \text{ by default}
 
-    Shapes: ``q`` ``(B, H, L_q, d)``, ``k`` and ``v`` ``(B, H, L_k, d)`` → ``(B, H, L_q, d)``,
-    ``d`` in {16, 32, 64, 128}; no broadcasting. float16, bfloat16 or float32, all three
-    alike; the output keeps the dtype, and its gradients flow back to q, k and v
-    (``FlashAttentionFunction``). With ``causal=True`` query ``i`` attends to keys ``j ≤ i``
-    (as ``scaled_dot_product_attention(is_causal=True)``, also when ``L_q ≠ L_k``).
-    ``block_q`` and ``block_k`` (powers of two, at least 16) set the tiles; by default
-    ``default_blocks``. Compiled on a CUDA GPU; on the CPU, run by Triton's interpreter.
+    Shapes: ``q`` ``(B, H_q, L_q, d)``, ``k`` and ``v`` ``(B, H_kv, L_k, d)`` → ``(B, H_q,
+    L_q, d)``, ``d`` in {16, 32, 64, 128}. With ``H_kv < H_q`` (``H_kv`` dividing ``H_q``),
+    grouped-query attention: query head ``h`` reads key head ``h // (H_q / H_kv)``, as
+    ``scaled_dot_product_attention(..., enable_gqa=True)``, without copying the keys. float16,
+    bfloat16 or float32, all three alike; the output keeps the dtype, and its gradients flow
+    back to q, k and v (``FlashAttentionFunction``).
+
+    ``causal=True`` hides the keys after each query. ``causal_alignment`` says where the
+    diagonal lies when ``L_q ≠ L_k``: ``"upper_left"`` (query ``i`` sees keys ``j ≤ i``, as
+    ``is_causal=True``) or ``"lower_right"`` (``j ≤ i + L_k − L_q``: the queries are the *last*
+    ``L_q`` positions, as when new tokens attend to a cache of keys; PyTorch's
+    ``causal_lower_right``); a query that sees no key gets zeros. ``return_lse=True`` returns
+    ``(out, lse)``, ``lse`` each row's log-sum-exp of its scores, natural log, ``(B, H_q,
+    L_q)`` (−∞ for a row with no key), not differentiable. ``block_q`` and ``block_k`` (powers
+    of two, at least 16) set the tiles; by default ``default_blocks``. Compiled on a CUDA GPU;
+    on the CPU, run by Triton's interpreter.
 
     >>> device = "cpu" if interpreting() else "cuda"
     >>> x = torch.eye(16, device=device).reshape(1, 1, 16, 16)
@@ -501,11 +629,129 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=
     fn = "flash_attention"
     _check(fn, q, k, v, block_q, block_k)
     _checks.require_flag(fn, "causal", causal)
+    _checks.require_flag(fn, "return_lse", return_lse)
+    _checks.check_choice(fn, "causal_alignment", causal_alignment, CAUSAL_ALIGNMENTS)
     scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+    offset = k.shape[2] - q.shape[2] if causal_alignment == "lower_right" else 0
     if q.shape[2] == 0 or k.shape[2] == 0:  # no tile to run: no rows, or rows with nothing to
-        from . import torch as attn_torch  # attend to, which get zeros (dense attention's)
+        out = _dense(q, k, v, scale)  # attend to, which get zeros (dense attention's)
+        lse = q.new_full(q.shape[:3], -math.inf, dtype=torch.float32)
+        return (out, lse) if return_lse else out
+    _require_the_interpreter_for_cpu_tensors(fn, q)
+    # Triton's interpreter (3.7) multiplies bfloat16 tiles as if their bits were integers: it
+    # gets float32 copies instead, and the result is rounded back to bfloat16.
+    upcast = q.dtype == torch.bfloat16 and interpreting()
+    q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
+    out, lse = FlashAttentionFunction.apply(q, k, v, causal, offset, scale, block_q, block_k)
+    out = out.to(torch.bfloat16) if upcast else out
+    return (out, lse / LOG2_E) if return_lse else out  # log₂ → natural log
 
-        return attn_torch.attention(q, k, v, scale=scale)[0]
+
+def flash_decode(q, k, v, *, lengths=None, scale=None, splits=None, return_lse=False, block_k=None):
+    r"""One decoding step by Flash-Decoding: one query per sequence and head against a cache of
+    keys, the keys split into ``splits`` chunks that run in parallel, each chunk's (output,
+    log-sum-exp) pair then merged (``merge_partials``).
+
+    ``flash_attention`` runs one program per block of queries: with one query per sequence,
+    ``B·H`` programs in all, too few to fill a GPU of a hundred processors when the batch is
+    small, however long the cache. Here ``splits × B·H_kv`` programs share the keys; the GQA
+    heads that read one key head are one tile of queries, so each key is loaded once for all
+    of them.
+
+    Shapes: ``q`` ``(B, H_q, 1, d)``, ``k`` and ``v`` ``(B, H_kv, L_k, d)`` (``H_kv``
+    dividing ``H_q``, as in ``flash_attention``) → ``(B, H_q, 1, d)``. ``lengths`` (``(B,)``
+    integers, default ``L_k``): sequence ``b`` sees only keys ``0 … lengths[b] − 1`` (a batch
+    of caches filled to different lengths; a sequence of length 0 gets zeros). ``splits``: by
+    default enough chunks of whole ``block_k`` tiles to give a GPU two programs per processor
+    (four in the interpreter). ``return_lse``: as in ``flash_attention``. Forward only.
+
+    >>> device = "cpu" if interpreting() else "cuda"
+    >>> g = torch.Generator().manual_seed(0)
+    >>> q = torch.randn(2, 4, 1, 16, generator=g).to(device)
+    >>> k, v = (torch.randn(2, 2, 100, 16, generator=g).to(device) for _ in "kv")
+    >>> out = flash_decode(q, k, v, splits=3, block_k=16)
+    >>> expected = flash_attention(q, k, v)  # 4 query heads read 2 key heads
+    >>> bool((out - expected).abs().max() < 1e-5)
+    True
+    """
+    fn = "flash_decode"
+    _check(fn, q, k, v, None, block_k)
+    _checks.require_flag(fn, "return_lse", return_lse)
+    scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+    batch, heads, len_q, head_dim = q.shape
+    heads_kv, len_k = k.shape[1], k.shape[2]
+    if len_q != 1:
+        raise ValueError(
+            f"{fn}: q must hold one query per sequence and head, (B, H_q, 1, d); got "
+            f"q.shape={_checks.shape_str(q)} (for several, use flash_attention)"
+        )
+    lengths = _decode_lengths(fn, lengths, q, len_k)
+    if splits is not None:
+        _checks.require_positive_int(fn, "splits", splits)
+    if len_k == 0:
+        out, lse = _dense(q, k, v, scale), q.new_full((batch, heads, 1), -math.inf)
+        return (out, lse.float()) if return_lse else out
+    _require_the_interpreter_for_cpu_tensors(fn, q)
+    upcast = q.dtype == torch.bfloat16 and interpreting()
+    q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
+    settings = _settings(q, None, block_k)
+    group = heads // heads_kv
+    settings["BLOCK_Q"] = max(16, 1 << (group - 1).bit_length())  # the group's queries, padded
+    tiles = -(-len_k // settings["BLOCK_K"])
+    splits = min(tiles, splits or _default_splits(q, batch * heads_kv))
+    chunk = -(-tiles // splits) * settings["BLOCK_K"]  # whole tiles per chunk
+    splits = -(-len_k // chunk)
+    outs = torch.empty(batch * heads, splits, head_dim, device=q.device, dtype=torch.float32)
+    lses = torch.empty(batch * heads, splits, device=q.device, dtype=torch.float32)
+    with _on_device(q):
+        _kernels()["decode"][(splits, batch * heads_kv)](
+            q, k, v, lengths, outs, lses,
+            len_k, scale * LOG2_E, heads, group, chunk, splits, **settings,
+        )  # fmt: skip
+    out, lse = merge_partials(outs, lses / LOG2_E)  # log₂ → natural log
+    out = out.reshape(batch, heads, 1, head_dim).to(torch.bfloat16 if upcast else q.dtype)
+    return (out, lse.reshape(batch, heads, 1)) if return_lse else out
+
+
+def _default_splits(q: torch.Tensor, programs: int) -> int:
+    """Chunks per key head: two programs per processor of the GPU in all, four chunks in the
+    interpreter."""
+    if interpreting():
+        return 4
+    processors = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return max(1, -(-2 * processors // programs))
+
+
+def _decode_lengths(fn: str, lengths, q: torch.Tensor, len_k: int) -> torch.Tensor:
+    """``lengths`` as int32 on q's device, checked: ``(B,)`` integers in ``0 … L_k``."""
+    if lengths is None:
+        return torch.full((q.shape[0],), len_k, dtype=torch.int32, device=q.device)
+    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point:
+        raise TypeError(f"{fn}: lengths must be a tensor of integers; got {lengths!r}"[:200])
+    if lengths.shape != (q.shape[0],):
+        raise ValueError(
+            f"{fn}: lengths must have shape (B,) = ({q.shape[0]},), one per sequence; got "
+            f"lengths.shape={_checks.shape_str(lengths)}"
+        )
+    if bool((lengths < 0).any()) or bool((lengths > len_k).any()):
+        raise ValueError(
+            f"{fn}: lengths must lie in 0 … L_k = {len_k}; got {lengths.tolist()}"[:200]
+        )
+    return lengths.to(device=q.device, dtype=torch.int32)
+
+
+def _dense(q, k, v, scale: float) -> torch.Tensor:
+    """Dense attention (``attnlib.torch.attention``), the key heads repeated for GQA: for the
+    cases without a tile to run (zeros where a row has no key)."""
+    from . import torch as attn_torch
+
+    group = q.shape[1] // max(1, k.shape[1])
+    k, v = (x.repeat_interleave(group, dim=1) for x in (k, v))
+    return attn_torch.attention(q, k, v, scale=scale)[0]
+
+
+def _require_the_interpreter_for_cpu_tensors(fn: str, q: torch.Tensor) -> None:
+    """CPU tensors run only in the interpreter: a clear error in a process compiled for a GPU."""
     if q.device.type == "cpu" and not interpreting():
         raise RuntimeError(
             f"{fn}: q, k and v are on the CPU, but this process runs Triton compiled for a "
@@ -513,12 +759,6 @@ def flash_attention(q, k, v, *, causal=False, scale=None, block_q=None, block_k=
             "attnlib.triton before anything that imports triton, torch.utils.flop_counter for "
             "one, or start Python with TRITON_INTERPRET=1). On a GPU, move them there."
         )
-    # Triton's interpreter (3.7) multiplies bfloat16 tiles as if their bits were integers: it
-    # gets float32 copies instead, and the result is rounded back to bfloat16.
-    upcast = q.dtype == torch.bfloat16 and interpreting()
-    q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
-    out = FlashAttentionFunction.apply(q, k, v, causal, scale, block_q, block_k)
-    return out.to(torch.bfloat16) if upcast else out
 
 
 def _check(fn: str, q, k, v, block_q, block_k) -> None:
@@ -552,10 +792,15 @@ def _check(fn: str, q, k, v, block_q, block_k) -> None:
         raise ValueError(f"{fn}: the head size d must be one of {HEAD_DIMS}; got {shapes}")
     if k.shape[-1] != q.shape[-1] or v.shape[-1] != q.shape[-1]:
         raise ValueError(f"{fn}: q, k and v must have the same head size d; got {shapes}")
-    if not q.shape[:2] == k.shape[:2] == v.shape[:2]:
+    if not (q.shape[0] == k.shape[0] == v.shape[0] and k.shape[1] == v.shape[1]):
         raise ValueError(
-            f"{fn}: q, k and v must have the same batch and head sizes (B, H), without "
-            f"broadcasting; got {shapes}"
+            f"{fn}: q, k and v must have the same batch size B, and k and v the same number of "
+            f"heads H_kv, without broadcasting; got {shapes}"
+        )
+    if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
+        raise ValueError(
+            f"{fn}: k's heads H_kv must divide q's heads H_q (each key head serves H_q / H_kv "
+            f"query heads); got {shapes}"
         )
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"{fn}: k and v must have the same length L_k; got {shapes}")

@@ -56,7 +56,7 @@ def test_every_kernel_compiles_for_a_t4_an_a100_and_an_h100_within_their_limits(
         compiled = {(r["arch"], tuple(r["blocks"]), r["kernel"]) for r in results}
         blocks = {75: {(64, 64), (32, 32), (16, 16)}, 80: {(64, 64), (32, 32)}}
         blocks[90] = blocks[80]
-        kernels = {"forward", "backward_dq", "backward_dk_dv"}
+        kernels = {"forward", "backward_dq", "backward_dk_dv", "decode"}
         expected = {(a, b, k) for a, settings in blocks.items() for b in settings for k in kernels}
         assert compiled == expected
         for r in results:

@@ -219,7 +219,7 @@ def test_the_saved_log_sum_exp_is_torch_logsumexp(causal):
     scores = (q.double() @ k.double().mT) * 0.25
     if causal:
         scores = scores.masked_fill(~causal_mask(50, 50), float("-inf"))
-    _, lse = atriton._forward(q, k, v, causal, 0.25, 16, 16)
+    _, lse = atriton._forward(q, k, v, causal, 0, 0.25, 16, 16)
     expected = torch.logsumexp(scores, dim=-1) / math.log(2)
     torch.testing.assert_close(lse.double(), expected, rtol=1e-6, atol=1e-5)
 
@@ -321,11 +321,17 @@ BAD_INPUT = {  # name: (q, k, v), keyword arguments, the error, the start of its
         ValueError,
         r"q, k and v must have the same head size d; " + SHAPES,
     ),
-    "broadcast heads": (
-        qkv((1, 2, 20, 16), (1, 1, 20, 16)),
+    "batch": (
+        qkv((1, 2, 20, 16), (2, 2, 20, 16)),
         {},
         ValueError,
-        r"q, k and v must have the same batch and head sizes \(B, H\), without broadcasting; ",
+        r"q, k and v must have the same batch size B, and k and v the same number of heads",
+    ),
+    "heads not dividing": (
+        qkv((1, 3, 20, 16), (1, 2, 20, 16)),
+        {},
+        ValueError,
+        r"k's heads H_kv must divide q's heads H_q \(each key head serves H_q / H_kv query",
     ),
     "block_q": (qkv(), {"block_q": 24}, ValueError, "block_q must be a power of two >= 16; got 24"),
     "block_k": (qkv(), {"block_k": 8}, ValueError, "block_k must be a power of two >= 16; got 8"),

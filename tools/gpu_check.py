@@ -23,7 +23,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORT = ROOT / "docs" / "gpu-check.md"
-TESTS = ["tests/test_cuda.py", "tests/test_parity.py", "tests/test_triton.py"]
+TESTS = [
+    "tests/test_cuda.py",
+    "tests/test_parity.py",
+    "tests/test_triton.py",
+    "tests/test_triton_decoding.py",
+]
 STEPS = [  # (title, command, seconds allowed)
     ("tests marked cuda", [sys.executable, "-m", "pytest", "-m", "cuda", "-q", *TESTS], 240),
     ("bench, quick, on the GPU", [sys.executable, "-m", "attnlib.bench", "--quick"], 180),

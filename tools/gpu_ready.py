@@ -98,20 +98,24 @@ def compile_kernel(name: str, arch: int, head_dim: int, dtype: str) -> Compiled:
     blocks = attn_triton.default_blocks(head_dim, torch_dtype, GPUS[arch][1])
     kernel = triton.jit(attn_triton.KERNELS[name])
     element = {"float16": "*fp16", "bfloat16": "*bf16", "float32": "*fp32"}[dtype]
-    scalars = {"L_q": "i32", "L_k": "i32", "qk_scale": "fp32", "scale": "fp32"}
+    scalars = {"qk_scale": "fp32", "scale": "fp32", "LENGTHS": "*i32"}
+    scalars |= dict.fromkeys(("L_q", "L_k", "H_Q", "GROUP", "OFFSET", "CHUNK", "SPLITS"), "i32")
+    float32 = ("LSE", "DELTA") + (("OUT",) if name == "decode" else ())  # decode's partials
     signature = {
         arg: "constexpr"
         if arg in CONSTANTS
-        else scalars.get(arg, "*fp32" if arg in ("LSE", "DELTA") else element)
+        else scalars.get(arg, "*fp32" if arg in float32 else element)
         for arg in kernel.arg_names
     }
     constants = {
         "CAUSAL": True,
         "HEAD_DIM": head_dim,
-        "BLOCK_Q": blocks[0],
+        # decoding: one tile of the queries of a group (up to 16 query heads per key head)
+        "BLOCK_Q": 16 if name == "decode" else blocks[0],
         "BLOCK_K": blocks[1],
         "PRECISION": "ieee" if torch_dtype == torch.float32 else None,
     }
+    constants = {arg: value for arg, value in constants.items() if arg in kernel.arg_names}
     source = ASTSource(fn=kernel, signature=signature, constexprs=constants)
     compiled = triton.compile(
         source, target=GPUTarget("cuda", arch, 32), options={"num_warps": 4, "num_stages": 2}
