@@ -436,6 +436,20 @@ def check_multihead_dims(fn: str, d_model, num_heads, d_k, d_v) -> tuple[int, in
     return d_k, d_v
 
 
+def check_kv_heads(fn: str, num_heads: int, num_kv_heads) -> int:
+    """``num_kv_heads`` (default ``num_heads``): a positive int dividing ``num_heads``, each
+    key-value head serving ``num_heads / num_kv_heads`` query heads."""
+    if num_kv_heads is None:
+        return num_heads
+    require_positive_int(fn, "num_kv_heads", num_kv_heads)
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            f"{fn}: num_kv_heads={num_kv_heads} must divide num_heads={num_heads} (each "
+            "key-value head serves the same number of query heads)"
+        )
+    return num_kv_heads
+
+
 def check_split_heads(fn: str, x, num_heads: int) -> None:
     """``x`` is ``(..., L, H·d)`` with a last dimension divisible by ``num_heads``."""
     require_positive_int(fn, "num_heads", num_heads)

@@ -65,3 +65,10 @@ def block_sizes(layer) -> tuple[int, int, int]:
     """``(d_model, num_heads, d_ff)`` of a ``torch.nn.TransformerEncoderLayer`` or
     ``TransformerDecoderLayer``: the sizes its attnlib copy is built with."""
     return layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features
+
+
+def kv_heads_repr(layer) -> str:
+    """``", num_kv_heads=…"`` for a multi-head layer's repr when it has fewer key-value heads
+    than query heads, else nothing."""
+    grouped = layer.num_kv_heads != layer.num_heads
+    return f", num_kv_heads={layer.num_kv_heads}" if grouped else ""

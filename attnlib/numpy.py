@@ -21,6 +21,7 @@ from . import _checks, _tiles
 from ._convert import (
     activation_name,
     block_sizes,
+    kv_heads_repr,
     linear_from_torch,
     multihead_weights_from_torch,
 )
@@ -744,6 +745,10 @@ class MultiHeadAttention:
     of columns), ``w_o`` is ``(H·d_v, d_model)``. ``d_k`` and ``d_v`` default to
     ``d_model // num_heads``, so the layer costs as much as one head of width ``d_model``.
     With ``bias=True`` every projection adds a bias (as ``torch.nn.MultiheadAttention`` does).
+    With ``num_kv_heads`` below ``num_heads`` (dividing it), the keys and values have only
+    ``num_kv_heads`` heads, each shared by ``num_heads / num_kv_heads`` query heads in turn:
+    grouped-query attention (multi-query attention with 1); ``w_k`` is then
+    ``(d_model, num_kv_heads·d_k)`` and ``w_v`` ``(d_model, num_kv_heads·d_v)``.
 
     Calling it with ``query`` ``(..., L_q, d_model)`` attends to ``key``/``value``
     ``(..., L_k, d_model)`` (both default to ``query``: self-attention) and returns
@@ -758,19 +763,25 @@ class MultiHeadAttention:
     ((5, 8), (2, 5, 5))
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_k=None, d_v=None, bias=False, seed=0):
-        d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
-        _checks.require_flag("MultiHeadAttention", "bias", bias)
+    def __init__(
+        self, d_model: int, num_heads: int, d_k=None, d_v=None, bias=False, seed=0, *,
+        num_kv_heads=None,
+    ):  # fmt: skip
+        fn = "MultiHeadAttention"
+        d_k, d_v = _checks.check_multihead_dims(fn, d_model, num_heads, d_k, d_v)
+        _checks.require_flag(fn, "bias", bias)
+        kv_heads = _checks.check_kv_heads(fn, num_heads, num_kv_heads)
         self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
+        self.num_kv_heads = kv_heads
         rng = np.random.default_rng(seed)
         self.w_q = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_k))
-        self.w_k = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_k))
-        self.w_v = rng.normal(0.0, d_model**-0.5, (d_model, num_heads * d_v))
+        self.w_k = rng.normal(0.0, d_model**-0.5, (d_model, kv_heads * d_k))
+        self.w_v = rng.normal(0.0, d_model**-0.5, (d_model, kv_heads * d_v))
         self.w_o = rng.normal(0.0, (num_heads * d_v) ** -0.5, (num_heads * d_v, d_model))
         self.b_q = self.b_k = self.b_v = self.b_o = None
         if bias:
-            self.b_q, self.b_k = np.zeros(num_heads * d_k), np.zeros(num_heads * d_k)
-            self.b_v, self.b_o = np.zeros(num_heads * d_v), np.zeros(d_model)
+            self.b_q, self.b_k = np.zeros(num_heads * d_k), np.zeros(kv_heads * d_k)
+            self.b_v, self.b_o = np.zeros(kv_heads * d_v), np.zeros(d_model)
 
     @classmethod
     def from_torch(cls, module) -> MultiHeadAttention:
@@ -800,17 +811,19 @@ class MultiHeadAttention:
     def _forward(self, query, key, value, head_mask, need_weights: bool):
         """``__call__`` without the input checks; ``head_mask`` has its head axis already
         (``_checks.mask_for_heads``)."""
-        heads = self.num_heads
-        q = _split_heads(_project(query, self.w_q, self.b_q), heads)
-        k = _split_heads(_project(key, self.w_k, self.b_k), heads)
-        v = _split_heads(_project(value, self.w_v, self.b_v), heads)
+        group = self.num_heads // self.num_kv_heads  # query heads per key-value head
+        q = _split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
+        k = _split_heads(_project(key, self.w_k, self.b_k), self.num_kv_heads)
+        v = _split_heads(_project(value, self.w_v, self.b_v), self.num_kv_heads)
+        if group > 1:  # query head h reads key-value head h // group
+            k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
         per_head, weights = _attention(q, k, v, head_mask, None, need_weights)
         return _project(_merge_heads(per_head), self.w_o, self.b_o), weights
 
     def __repr__(self) -> str:
         return (
             f"MultiHeadAttention(d_model={self.d_model}, num_heads={self.num_heads}, "
-            f"d_k={self.d_k}, d_v={self.d_v}, bias={self.b_q is not None})"
+            f"d_k={self.d_k}, d_v={self.d_v}, bias={self.b_q is not None}{kv_heads_repr(self)})"
         )
 
 

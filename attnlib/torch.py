@@ -26,6 +26,7 @@ from . import _checks, _tiles, _torch_tiled
 from ._convert import (
     activation_name,
     block_sizes,
+    kv_heads_repr,
     linear_from_torch,
     multihead_weights_from_torch,
 )
@@ -702,7 +703,8 @@ class MultiHeadAttention(nn.Module):
     kernel and ``weights`` is None. ``mask`` (True = may attend) is read as in
     ``attnlib.numpy.MultiHeadAttention``: ``(L_q, L_k)`` or ``(B, L_q, L_k)`` (what
     ``causal_mask`` and ``padding_mask`` return) applies to every head, ``(B, H, L_q, L_k)``
-    gives each head its own.
+    gives each head its own. ``num_kv_heads`` (dividing ``num_heads``): grouped-query
+    attention, as in ``attnlib.numpy.MultiHeadAttention``.
 
     >>> layer = MultiHeadAttention(d_model=8, num_heads=2, seed=0)
     >>> [tuple(t.shape) for t in layer(torch.ones(5, 8))]
@@ -710,12 +712,16 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model, num_heads, d_k=None, d_v=None, bias=False, seed=None, dtype=None, device=None
-    ):
+        self, d_model, num_heads, d_k=None, d_v=None, bias=False, seed=None, dtype=None,
+        device=None, *, num_kv_heads=None,
+    ):  # fmt: skip
         super().__init__()
-        d_k, d_v = _checks.check_multihead_dims("MultiHeadAttention", d_model, num_heads, d_k, d_v)
-        _checks.require_flag("MultiHeadAttention", "bias", bias)
+        fn = "MultiHeadAttention"
+        d_k, d_v = _checks.check_multihead_dims(fn, d_model, num_heads, d_k, d_v)
+        _checks.require_flag(fn, "bias", bias)
+        kv_heads = _checks.check_kv_heads(fn, num_heads, num_kv_heads)
         self.d_model, self.num_heads, self.d_k, self.d_v = d_model, num_heads, d_k, d_v
+        self.num_kv_heads = kv_heads
         generator = None if seed is None else torch.Generator().manual_seed(seed)
 
         def parameter(*shape: int, std: float | None = None) -> nn.Parameter:
@@ -725,13 +731,13 @@ class MultiHeadAttention(nn.Module):
             return nn.Parameter(values.to(device))
 
         self.w_q = parameter(d_model, num_heads * d_k, std=d_model**-0.5)
-        self.w_k = parameter(d_model, num_heads * d_k, std=d_model**-0.5)
-        self.w_v = parameter(d_model, num_heads * d_v, std=d_model**-0.5)
+        self.w_k = parameter(d_model, kv_heads * d_k, std=d_model**-0.5)
+        self.w_v = parameter(d_model, kv_heads * d_v, std=d_model**-0.5)
         self.w_o = parameter(num_heads * d_v, d_model, std=(num_heads * d_v) ** -0.5)
         self.b_q = self.b_k = self.b_v = self.b_o = None
         if bias:
-            self.b_q, self.b_k = parameter(num_heads * d_k), parameter(num_heads * d_k)
-            self.b_v, self.b_o = parameter(num_heads * d_v), parameter(d_model)
+            self.b_q, self.b_k = parameter(num_heads * d_k), parameter(kv_heads * d_k)
+            self.b_v, self.b_o = parameter(kv_heads * d_v), parameter(d_model)
 
     @classmethod
     def from_torch(cls, module: nn.Module) -> MultiHeadAttention:
@@ -770,16 +776,19 @@ class MultiHeadAttention(nn.Module):
     def _forward(self, query, key, value, head_mask, need_weights: bool):
         """``forward`` without the input checks; ``head_mask`` has its head axis already
         (``_checks.mask_for_heads``)."""
+        group = self.num_heads // self.num_kv_heads  # query heads per key-value head
         q = _split_heads(_project(query, self.w_q, self.b_q), self.num_heads)
-        k = _split_heads(_project(key, self.w_k, self.b_k), self.num_heads)
-        v = _split_heads(_project(value, self.w_v, self.b_v), self.num_heads)
+        k = _split_heads(_project(key, self.w_k, self.b_k), self.num_kv_heads)
+        v = _split_heads(_project(value, self.w_v, self.b_v), self.num_kv_heads)
+        if group > 1:  # query head h reads key-value head h // group
+            k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
         per_head, weights = _attention(q, k, v, head_mask, None, need_weights)
         return _project(_merge_heads(per_head), self.w_o, self.b_o), weights
 
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, "
-            f"d_v={self.d_v}, bias={self.b_q is not None}"
+            f"d_v={self.d_v}, bias={self.b_q is not None}{kv_heads_repr(self)}"
         )
 
 

@@ -105,6 +105,47 @@ def test_numpy_and_torch_layers_agree(bias, batch):
     assert np.all(w_np[..., 0, :] == 0)
 
 
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4])
+def test_grouped_query_layers_agree_with_sdpa_and_each_other(num_kv_heads):
+    """4 query heads sharing num_kv_heads key-value heads (1: multi-query attention): the
+    NumPy and PyTorch layers agree, and equal PyTorch's scaled_dot_product_attention with
+    enable_gqa=True on the same projections, causal mask included."""
+    layer_np = anp.MultiHeadAttention(16, 4, bias=True, seed=7, num_kv_heads=num_kv_heads)
+    layer_t = atorch.MultiHeadAttention(
+        16, 4, bias=True, dtype=torch.float64, num_kv_heads=num_kv_heads
+    )
+    assert layer_np.w_k.shape == (16, 4 * num_kv_heads) == tuple(layer_t.w_v.shape)
+    with torch.no_grad():
+        for name, parameter in layer_t.named_parameters():
+            parameter.copy_(torch.from_numpy(getattr(layer_np, name)) + name.startswith("b_"))
+            setattr(layer_np, name, parameter.numpy().copy())
+    x = np.random.default_rng(8).standard_normal((2, 9, 16))
+    out_np, weights_np = layer_np(x, mask=anp.causal_mask(9))
+    out_t, _ = layer_t(torch.from_numpy(x), mask=atorch.causal_mask(9), need_weights=False)
+    np.testing.assert_allclose(out_t.detach().numpy(), out_np, rtol=1e-10, atol=1e-10)
+    assert weights_np.shape == (2, 4, 9, 9)
+    tx = torch.from_numpy(x)
+    q, k, v = (
+        atorch.split_heads(tx @ getattr(layer_t, f"w_{n}") + getattr(layer_t, f"b_{n}"), heads)
+        for n, heads in (("q", 4), ("k", num_kv_heads), ("v", num_kv_heads))
+    )
+    heads = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    )
+    expected = atorch.merge_heads(heads) @ layer_t.w_o + layer_t.b_o
+    np.testing.assert_allclose(out_np, expected.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_one_key_value_head_per_query_head_is_plain_multi_head_attention():
+    """num_kv_heads = num_heads draws the same weights as the layer without it."""
+    plain, grouped = (
+        anp.MultiHeadAttention(8, 2, seed=3),
+        anp.MultiHeadAttention(8, 2, seed=3, num_kv_heads=2),
+    )
+    x = np.random.default_rng(9).standard_normal((5, 8))
+    np.testing.assert_array_equal(plain(x)[0], grouped(x)[0])
+
+
 def test_heads_are_independent_attentions_concatenated():
     rng = np.random.default_rng(6)
     layer = anp.MultiHeadAttention(8, 2, seed=1)
@@ -166,6 +207,16 @@ def test_from_torch_refuses_what_attnlib_cannot_copy():
             ["d_model=10 is not divisible by num_heads=3"],
         ),
         (lambda b: b.MultiHeadAttention(8, 0), ValueError, ["num_heads must be >= 1"]),
+        (
+            lambda b: b.MultiHeadAttention(8, 4, num_kv_heads=3),
+            ValueError,
+            ["num_kv_heads=3 must divide num_heads=4"],
+        ),
+        (
+            lambda b: b.MultiHeadAttention(8, 4, num_kv_heads=2.0),
+            TypeError,
+            ["num_kv_heads must be an int"],
+        ),
         (
             lambda b: b.MultiHeadAttention(8, 2)(zeros(b, (2, 5, 6))),
             ValueError,
