@@ -560,7 +560,8 @@ def _on_device(q: torch.Tensor):
 
 def merge_partials(outs: torch.Tensor, lses: torch.Tensor):
     r"""Merge attention results computed over separate parts of the keys into the result over
-    all of them: lesson 09's merge of (output, log-sum-exp) pairs, for any number of parts.
+    all of them: the FlashAttention lesson's merge of (output, log-sum-exp) pairs, for any number
+    of parts.
 
     .. math:: \text{lse} = \log \textstyle\sum_s e^{\text{lse}_s}, \qquad
               \text{out} = \textstyle\sum_s e^{\text{lse}_s - \text{lse}}\, \text{out}_s
