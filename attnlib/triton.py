@@ -639,12 +639,10 @@ def flash_attention(
         lse = q.new_full(q.shape[:3], -math.inf, dtype=torch.float32)
         return (out, lse) if return_lse else out
     _require_the_interpreter_for_cpu_tensors(fn, q)
-    # Triton's interpreter (3.7) multiplies bfloat16 tiles as if their bits were integers: it
-    # gets float32 copies instead, and the result is rounded back to bfloat16.
-    upcast = q.dtype == torch.bfloat16 and interpreting()
-    q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
+    dtype = q.dtype
+    q, k, v = _kernel_inputs(q, k, v)
     out, lse = FlashAttentionFunction.apply(q, k, v, causal, offset, scale, block_q, block_k)
-    out = out.to(torch.bfloat16) if upcast else out
+    out = out.to(dtype)
     return (out, lse / LOG2_E) if return_lse else out  # log₂ → natural log
 
 
@@ -693,8 +691,8 @@ def flash_decode(q, k, v, *, lengths=None, scale=None, splits=None, return_lse=F
         out, lse = _dense(q, k, v, scale), q.new_full((batch, heads, 1), -math.inf)
         return (out, lse.float()) if return_lse else out
     _require_the_interpreter_for_cpu_tensors(fn, q)
-    upcast = q.dtype == torch.bfloat16 and interpreting()
-    q, k, v = (x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v))
+    dtype = q.dtype
+    q, k, v = _kernel_inputs(q, k, v)
     settings = _settings(q, None, block_k)
     group = heads // heads_kv
     settings["BLOCK_Q"] = max(16, 1 << (group - 1).bit_length())  # the group's queries, padded
@@ -710,8 +708,16 @@ def flash_decode(q, k, v, *, lengths=None, scale=None, splits=None, return_lse=F
             len_k, scale * LOG2_E, heads, group, chunk, splits, **settings,
         )  # fmt: skip
     out, lse = merge_partials(outs, lses / LOG2_E)  # log₂ → natural log
-    out = out.reshape(batch, heads, 1, head_dim).to(torch.bfloat16 if upcast else q.dtype)
+    out = out.reshape(batch, heads, 1, head_dim).to(dtype)
     return (out, lse.reshape(batch, heads, 1)) if return_lse else out
+
+
+def _kernel_inputs(q, k, v):
+    """q, k and v as the kernels take them: contiguous, and float32 copies of bfloat16 ones in
+    the interpreter (Triton 3.7's multiplies bfloat16 tiles as if their bits were integers;
+    the caller rounds the result back)."""
+    upcast = q.dtype == torch.bfloat16 and interpreting()
+    return [x.float().contiguous() if upcast else x.contiguous() for x in (q, k, v)]
 
 
 def _default_splits(q: torch.Tensor, programs: int) -> int:
