@@ -12,7 +12,7 @@ downloads anything.
   tables that ``babel`` ships), ``digit_images`` (scikit-learn's handwritten digits) and
   ``karate_club`` (Zachary's karate club, from networkx).
 * ``card_sequences``, ``answer_positions`` and ``draw_digit_images``: the capstone's tasks
-  (lesson 15), sequences of key–value cards to be drawn with the handwritten digits.
+  (lesson 16), sequences of key–value cards to be drawn with the handwritten digits.
 """
 
 from __future__ import annotations
@@ -378,12 +378,12 @@ def karate_club() -> tuple[Graph, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- key–value cards
-# The tasks of the capstone (lesson 15). A token is a card that shows two handwritten digits,
+# The tasks of the capstone (lesson 16). A token is a card that shows two handwritten digits,
 # a key and a value; every scored position must report a value that lies on another card. The
 # three tasks differ only in how that card is found: by its position, by its key, or by a key
 # that changes from one question to the next.
 
-#: The capstone's tasks, in the order that lesson 15 trains them.
+#: The capstone's tasks, in the order that lesson 16 trains them.
 CARD_TASKS = ("reach", "content", "recall")
 #: An empty slot: the value of a question card in the ``"recall"`` task.
 EMPTY = -1

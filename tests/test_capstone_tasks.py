@@ -1,4 +1,4 @@
-"""The capstone's tasks (lesson 15): card sequences and the images drawn for them."""
+"""The capstone's tasks (lesson 16): card sequences and the images drawn for them."""
 
 from __future__ import annotations
 

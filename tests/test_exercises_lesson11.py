@@ -1,125 +1,86 @@
-"""The checkers of lesson 11: reference solutions pass, plausible mistakes get a useful hint."""
+"""The checkers of the lesson on attention across devices: reference solutions pass,
+plausible mistakes get a useful hint."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-import torch
 
-from attnlib.exercises.lesson11 import patchify_reference, unpatchify_reference
+from attnlib.exercises import check
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def unpatchify(tokens, height, width, patch):
-    channels = tokens.shape[1] // (patch * patch)
-    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
-    return grid.swapaxes(1, 2).reshape(height, width, channels)
+def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_number):
+    return 2 * layers * kv_heads * head_dim * bytes_per_number
 
 
-def pooled_cnn_accuracy(pooling, size, seed=0):
-    """Stands in for the lesson's training (the notebook's solution trains real CNNs): max
-    pooling suits the task better than the mean."""
-    return {"max": 0.996, "mean": 0.96}[pooling]
+def causal_tiles_per_step(rank, world_size):
+    # step 0: own keys, 3 of 2 × 2 tiles; then the keys of process r − s: earlier while s <= r
+    return [3] + [4 if step <= rank else 0 for step in range(1, world_size)]
 
 
-def receptive_field(num_layers, kernel_size):
-    return 1 + num_layers * (kernel_size - 1)
-
-
-def head_weights(kernel, dr, dc):
-    r = kernel.shape[-1] // 2
-    return kernel[:, :, r + dr, r + dc].T
+def busiest_over_mean(world_size, layout):
+    if layout == "contiguous":  # process r computes 4r + 3 tiles: mean 2P + 1
+        return (4 * world_size - 1) / (2 * world_size + 1)
+    return 1.0  # every process computes 2P + 1
 
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def unpatchify_plain_reshape(tokens, height, width, patch):
-    return tokens.reshape(height, width, -1)
+def kv_bytes_keys_only(layers, kv_heads, head_dim, bytes_per_number):
+    return layers * kv_heads * head_dim * bytes_per_number
 
 
-def unpatchify_swapped_grid(tokens, height, width, patch):
-    channels = tokens.shape[1] // (patch * patch)
-    grid = tokens.reshape(width // patch, height // patch, patch, patch, channels)
-    return grid.transpose(1, 2, 0, 3, 4).reshape(height, width, channels)
+def kv_bytes_one_layer(layers, kv_heads, head_dim, bytes_per_number):
+    return 2 * kv_heads * head_dim * bytes_per_number
 
 
-def unpatchify_transposed_patch(tokens, height, width, patch):
-    channels = tokens.shape[1] // (patch * patch)
-    grid = tokens.reshape(height // patch, width // patch, patch, patch, channels)
-    return grid.transpose(0, 3, 1, 2, 4).reshape(height, width, channels)
+def tiles_diagonal_in_full(rank, world_size):
+    return [4] + [4 if step <= rank else 0 for step in range(1, world_size)]
 
 
-def field_product(num_layers, kernel_size):
-    return num_layers * kernel_size
+def tiles_wrong_direction(rank, world_size):
+    return [3] + [4 if step >= world_size - rank else 0 for step in range(1, world_size)]
 
 
-def field_power(num_layers, kernel_size):
-    return kernel_size**num_layers
-
-
-def field_off_by_one(num_layers, kernel_size):
-    return num_layers * (kernel_size - 1)
-
-
-def head_weights_not_transposed(kernel, dr, dc):
-    return kernel[:, :, 1 + dr, 1 + dc]
-
-
-def head_weights_flipped(kernel, dr, dc):
-    r = kernel.shape[-1] // 2
-    return kernel[:, :, r - dr, r - dc].T
-
-
-def head_weights_swapped(kernel, dr, dc):
-    r = kernel.shape[-1] // 2
-    return kernel[:, :, r + dc, r + dr].T
+def mean_over_busiest(world_size, layout):
+    return 1 / busiest_over_mean(world_size, layout)
 
 
 CORRECT = {
-    "11.1": unpatchify,
-    "11.2": pooled_cnn_accuracy,
-    "11.3": receptive_field,
-    "11.4": head_weights,
+    "11.1": kv_bytes_per_token,
+    "11.2": causal_tiles_per_step,
+    "11.3": busiest_over_mean,
 }
 
 WRONG = [
-    ("11.1", unpatchify_plain_reshape, "plain reshape"),
-    ("11.1", unpatchify_swapped_grid, "wrong places"),
-    ("11.1", unpatchify_transposed_patch, "row by row"),
-    ("11.1", lambda tokens, h, w, p: tokens, "expected (height, width, channels)"),
-    ("11.2", lambda pooling, size, seed=0: 0.9, "pooling=pooling"),
-    ("11.2", lambda pooling, size, seed=0: {"max": 0.5, "mean": 0.4}[pooling], "most of the"),
-    ("11.2", lambda pooling, size, seed=0: {"max": 0.9, "mean": 0.8}[pooling], "about 1.00"),
-    ("11.2", lambda pooling, size, seed=0: [0.9], "one test accuracy"),
-    ("11.2", lambda pooling, size, seed=0: 0.99, "same accuracy"),
-    ("11.2", lambda pooling, size, seed=0: {"max": 0.96, "mean": 0.996}[pooling], "swapped"),
-    ("11.3", field_product, "overlap"),
-    ("11.3", field_power, "linearly"),
-    ("11.3", field_off_by_one, "expected"),
-    ("11.4", head_weights_not_transposed, "transpose"),
-    ("11.4", head_weights_flipped, "does not flip"),
-    ("11.4", head_weights_swapped, "swapped"),
+    ("11.1", kv_bytes_keys_only, "key AND a value"),
+    ("11.1", kv_bytes_one_layer, "every layer"),
+    ("11.2", tiles_diagonal_in_full, "skipped"),
+    ("11.2", tiles_wrong_direction, "BEFORE"),
+    ("11.3", mean_over_busiest, "busiest over"),
+    ("11.3", lambda world_size, layout: 1.5, "expected"),
 ]
 
-
-def test_patchify_reference_round_trip_and_order():
-    image = np.random.default_rng(0).normal(size=(8, 12, 3))
-    tokens = patchify_reference(image, 4)
-    assert tokens.shape == (6, 48)
-    assert np.array_equal(tokens[4], image[4:8, 4:8].reshape(-1))  # row 1, column 1 of the grid
-    assert np.array_equal(unpatchify_reference(tokens, 8, 12, 4), image)
+# tests/test_exercises.py runs the common checks on CORRECT and WRONG; these are particular.
 
 
-@pytest.mark.parametrize(("num_layers", "kernel_size"), [(1, 3), (2, 3), (3, 5)])
-def test_receptive_field_formula_matches_stacked_convolutions(num_layers, kernel_size):
-    # an impulse through num_layers convolutions of ones spreads over the receptive field
-    size = 31
-    x = torch.zeros(1, 1, size, size, dtype=torch.float64)
-    x[..., size // 2, size // 2] = 1.0
-    ones = torch.ones(1, 1, kernel_size, kernel_size, dtype=torch.float64)
-    for _ in range(num_layers):
-        x = torch.nn.functional.conv2d(x, ones, padding=kernel_size // 2)
-    side = int((x[0, 0].abs().sum(dim=0) > 0).sum())
-    assert side == receptive_field(num_layers, kernel_size)
+def test_the_references_agree_with_the_ring_plan():
+    from attnlib.exercises import lesson11
+
+    for world_size in (1, 2, 5, 8):
+        for rank in range(world_size):
+            assert causal_tiles_per_step(rank, world_size) == (
+                lesson11.causal_tiles_per_step_reference(rank, world_size)
+            )
+        for layout in ("contiguous", "balanced"):
+            assert busiest_over_mean(world_size, layout) == pytest.approx(
+                lesson11.busiest_over_mean_reference(world_size, layout)
+            )
+    assert lesson11.kv_bytes_per_token_reference(32, 8, 128, 2) == 131_072
+
+
+def test_a_wrong_length_of_list_gets_a_hint():
+    result = check("11.2", lambda rank, world_size: [3])
+    assert result.status == "wrong" and "one per ring step" in result.message

@@ -2,240 +2,212 @@
 
 from __future__ import annotations
 
-import tracemalloc
-from collections import deque
-
 import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
 
-from attnlib import data
 from attnlib import numpy as attn
-from attnlib.exercises import check
-from attnlib.exercises.lesson13 import (
-    PATH_NODES,
-    call_with_peak,
-    hop_distances_reference,
-)
+from attnlib.exercises.lesson13 import path_length_reference, rnn_attention_costs_reference
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def graph_mask_by_hand(edges, num_nodes, directed=False, self_loops=True):
-    mask = np.zeros((num_nodes, num_nodes), dtype=bool)
-    for i, j in edges:
-        mask[i, j] = True
-        if not directed:
-            mask[j, i] = True
-    if self_loops:
-        mask[np.arange(num_nodes), np.arange(num_nodes)] = True
-    return mask
+def rnn_attention_costs(length, d, g):
+    return length, length * 2 * g * d * d, 1, 4 * length * d * d + 2 * length * length * d
 
 
-def hop_distances(edges, num_nodes):
-    neighbours = {i: set() for i in range(num_nodes)}
-    for i, j in edges:
-        neighbours[i].add(j)
-        neighbours[j].add(i)
-    dist = -np.ones((num_nodes, num_nodes), dtype=int)
-    for source in range(num_nodes):
-        dist[source, source] = 0
-        frontier = deque([source])
-        while frontier:
-            node = frontier.popleft()
-            for other in neighbours[node]:
-                if dist[source, other] == -1:
-                    dist[source, other] = dist[source, node] + 1
-                    frontier.append(other)
-    return dist
+def linear_attention_step(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    state = state + np.outer(phi_k, v)
+    normaliser = normaliser + phi_k
+    return state, normaliser, (phi_q @ state) / (phi_q @ normaliser)
 
 
-def hop_distances_by_powers(edges, num_nodes):
-    mask = attn.graph_mask(edges, num_nodes).astype(int) if edges else np.eye(num_nodes, dtype=int)
-    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
-    reach = np.eye(num_nodes, dtype=int)
-    for hops in range(1, num_nodes):
-        reach = np.minimum(reach @ mask, 1)
-        dist[(dist == -1) & (reach > 0)] = hops
-    return dist
-
-
-def message_passing(x, edges, w_q, w_k, w_v):
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    neighbours = [{i} for i in range(len(x))]
-    for i, j in edges:
-        neighbours[i].add(j)
-        neighbours[j].add(i)
-    out = np.zeros((len(x), v.shape[1]))
-    for i, around in enumerate(neighbours):
-        around = sorted(around)
-        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
-        weights = np.exp(scores - scores.max())
-        out[i] = (weights / weights.sum()) @ v[around]
-    return out
+def path_length(model, i, j):
+    if model == "rnn":
+        return j - i + 1 if j >= i else None
+    if model == "bidirectional rnn":
+        return abs(i - j) + 1
+    if model == "self-attention":
+        return 1
+    return 1 if j >= i else None
 
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def mask_one_way(edges, num_nodes, directed=False, self_loops=True):
-    return graph_mask_by_hand(edges, num_nodes, True, self_loops)
+def costs_flops(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
+    return s, 2 * m, a, 2 * n
 
 
-def mask_no_self_loops(edges, num_nodes, directed=False, self_loops=True):
-    return graph_mask_by_hand(edges, num_nodes, directed, False)
+def costs_one_matrix(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
+    return s, m // 2, a, n
 
 
-def mask_transposed(edges, num_nodes, directed=False, self_loops=True):
-    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).T.copy()
+def costs_square_weights(length, d, g):
+    """W_x and W_h taken as d × d, whatever g."""
+    s, _, a, n = rnn_attention_costs(length, d, g)
+    return s, 2 * length * d * d, a, n
 
 
-def mask_as_int(edges, num_nodes, directed=False, self_loops=True):
-    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).astype(int)
+def costs_rnn_parallel(length, d, g):
+    _, m, a, n = rnn_attention_costs(length, d, g)
+    return 1, m, a, n
 
 
-def distances_counting_nodes(edges, num_nodes):
-    dist = hop_distances(edges, num_nodes)
-    return np.where(dist > 0, dist + 1, dist)
+def costs_attention_steps_l(length, d, g):
+    s, m, _, n = rnn_attention_costs(length, d, g)
+    return s, m, length, n
 
 
-def distances_zero_if_unreachable(edges, num_nodes):
-    return np.maximum(hop_distances(edges, num_nodes), 0)
+def costs_no_projections(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 2 * length * length * d
 
 
-def distances_inf_if_unreachable(edges, num_nodes):
-    return np.where(hop_distances(edges, num_nodes) < 0, np.inf, hop_distances(edges, num_nodes))
+def costs_no_output_projection(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 3 * length * d * d + 2 * length * length * d
 
 
-def distances_directed(edges, num_nodes):
-    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
-    for source in range(num_nodes):
-        frontier = deque([source])
-        while frontier:
-            node = frontier.popleft()
-            for i, j in edges:
-                if i == node and dist[source, j] == -1:
-                    dist[source, j] = dist[source, node] + 1
-                    frontier.append(j)
-    return dist
+def costs_scores_only(length, d, g):
+    s, m, a, _ = rnn_attention_costs(length, d, g)
+    return s, m, a, 4 * length * d * d + length * length * d
 
 
-def passing_full(x, edges, w_q, w_k, w_v):
-    return attn.attention(x @ w_q, x @ w_k, x @ w_v)[0]
+def costs_attention_flops(length, d, g):
+    s, m, a, n = rnn_attention_costs(length, d, g)
+    return s, m, a, 2 * n
 
 
-def passing_without_self(x, edges, w_q, w_k, w_v):
-    mask = attn.graph_mask(edges, len(x), self_loops=False)
-    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+def step_no_feature_map(state, normaliser, q, k, v):
+    state = state + np.outer(k, v)
+    normaliser = normaliser + k
+    return state, normaliser, (q @ state) / (q @ normaliser)
 
 
-def passing_one_way(x, edges, w_q, w_k, w_v):
-    mask = attn.graph_mask(edges, len(x), directed=True)
-    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+def step_output_before_update(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    y = (phi_q @ state) / max(phi_q @ normaliser, 1e-300)
+    return state + np.outer(phi_k, v), normaliser + phi_k, y
 
 
-def passing_unscaled(x, edges, w_q, w_k, w_v):
-    mask = attn.graph_mask(edges, len(x))
-    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=1.0)[0]
+def step_not_normalised(state, normaliser, q, k, v):
+    phi_q, phi_k = attn.elu_feature_map(q), attn.elu_feature_map(k)
+    state = state + np.outer(phi_k, v)
+    return state, normaliser + phi_k, phi_q @ state
 
 
-def passing_dense(x, edges, w_q, w_k, w_v):
-    """Right numbers, the way the exercise forbids: masked attention over all N² pairs."""
-    mask = attn.graph_mask(edges, len(x))
-    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+def step_state_not_returned(state, normaliser, q, k, v):
+    _, _, y = linear_attention_step(state.copy(), normaliser.copy(), q, k, v)
+    # updates a copy in place for the output, but returns the old state: the next steps are wrong
+    return state, normaliser, y
 
 
-def passing_with_a_square_mask(x, edges, w_q, w_k, w_v):
-    """Scores only the neighbourhoods, but finds them in an N × N boolean mask."""
-    mask = attn.graph_mask(edges, len(x))
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    out = np.zeros((len(x), v.shape[1]))
-    for i in range(len(x)):
-        around = np.flatnonzero(mask[i])
-        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
-        weights = np.exp(scores - scores.max())
-        out[i] = (weights / weights.sum()) @ v[around]
-    return out
+def step_transposed_state(state, normaliser, q, k, v):
+    new_state, new_normaliser, y = linear_attention_step(state, normaliser, q, k, v)
+    return new_state.T, new_normaliser, y
 
 
-STACK = [attn.MultiHeadAttention(d_model=4, num_heads=2, seed=s) for s in range(6)]
-X = np.random.default_rng(10).normal(size=(8, 4))
+def path_off_by_one(model, i, j):
+    got = path_length(model, i, j)
+    return None if got is None else (got - 1 if model in ("rnn", "bidirectional rnn") else got)
 
 
-def gnn(h, num_layers, mask):
-    for layer in STACK[:num_layers]:
-        h = h + np.tanh(layer(h, mask=mask)[0])
-    return h
+def path_rnn_sees_right(model, i, j):
+    return abs(j - i) + 1 if model == "rnn" else path_length(model, i, j)
 
 
-def first_influence(mask, source, target):
-    changed = X.copy()
-    changed[source] += 1.0
-    for num_layers in range(1, 7):
-        if np.abs(gnn(changed, num_layers, mask)[target] - gnn(X, num_layers, mask)[target]).max():
-            return num_layers
-    return None
+def path_attention_distance(model, i, j):
+    if model == "self-attention":
+        return abs(j - i) + 1
+    return path_length(model, i, j)
+
+
+def path_causal_sees_all(model, i, j):
+    return 1 if model == "causal self-attention" else path_length(model, i, j)
+
+
+def reader_accuracy(length, positions):
+    """Stands in for the lesson's training (the notebook's solution trains the real readers):
+    with positions the reader solves the task, without them it guesses a token it saw."""
+    return 1.0 if positions else 0.3
 
 
 CORRECT = {
-    "13.1": graph_mask_by_hand,
-    "13.2": hop_distances,
-    "13.3": first_influence,
-    "13.4": message_passing,
+    "13.1": rnn_attention_costs,
+    "13.2": linear_attention_step,
+    "13.3": path_length,
+    "13.4": reader_accuracy,
 }
 
 WRONG = [
-    ("13.1", mask_one_way, "not symmetric"),
-    ("13.1", mask_no_self_loops, "diagonal must be True"),
-    ("13.1", mask_transposed, "transposed"),
-    ("13.1", mask_as_int, "boolean"),
-    ("13.2", distances_counting_nodes, "one too large"),
-    ("13.2", distances_zero_if_unreachable, "-1"),
-    ("13.2", distances_inf_if_unreachable, "-1 (not inf"),
-    ("13.2", distances_directed, "not symmetric"),
-    ("13.3", lambda mask, source, target: 5, "the first n"),
-    ("13.3", lambda mask, source, target: first_influence(mask, target, source) or 6, "None"),
-    (
-        "13.3",
-        lambda mask, source, target: (first_influence(mask, source, target) or 1) - 1,
-        "first n",
-    ),
-    ("13.4", passing_full, "full attention"),
-    ("13.4", passing_without_self, "attend to itself"),
-    ("13.4", passing_one_way, "undirected"),
-    ("13.4", passing_unscaled, "sqrt(d_k)"),
-    ("13.4", passing_dense, "mark of an N × N matrix"),
-    ("13.4", passing_with_a_square_mask, "twice the nodes, 3."),
+    ("13.4", lambda length, positions: 1.0, "pass positions on"),
+    ("13.4", lambda length, positions: 0.3, "with positions the"),
+    ("13.4", lambda length, positions: (0.9, 0.3), "one test accuracy"),
+    ("13.1", costs_flops, "FLOP counters count two"),
+    ("13.1", costs_one_matrix, "two products"),
+    ("13.1", costs_square_weights, "counts d × d matrices"),
+    ("13.1", costs_rnn_parallel, "needs h_(t-1)"),
+    ("13.1", costs_attention_steps_l, "in one step"),
+    ("13.1", costs_no_projections, "four products of L·d·d more"),
+    ("13.1", costs_no_output_projection, "output projection W_o too"),
+    ("13.1", costs_scores_only, "one of the two products"),
+    ("13.1", costs_attention_flops, "twice the expected"),
+    ("13.1", lambda length, d, g: 7, "tuple of four"),
+    ("13.2", step_no_feature_map, "feature map"),
+    ("13.2", step_output_before_update, "after adding token i"),
+    ("13.2", step_not_normalised, "normaliser"),
+    ("13.2", step_state_not_returned, "differ from attn.linear_attention_recurrent"),
+    ("13.2", step_transposed_state, "(d_k, d_v)"),
+    ("13.2", lambda s, z, q, k, v: q, "three things"),
+    ("13.3", path_off_by_one, "j − i + 1"),
+    ("13.3", path_rnn_sees_right, "has not read input i yet"),
+    ("13.3", path_attention_distance, "whatever the distance"),
+    ("13.3", path_causal_sees_all, "out of reach"),
 ]
 
 
-def test_matrix_powers_solve_12_2_too():
-    assert bool(check("13.2", hop_distances_by_powers))
+def attention_layer(x, weights):
+    """One head with its projections, as the lesson's SelfAttentionLayer."""
+    w_q, w_k, w_v, w_o = weights
+    return F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v) @ w_o
 
 
-def test_distance_reference_on_the_textbook_graph():
-    graph = data.example_graph()
-    dist = hop_distances_reference(graph.edges, 8)
-    assert dist[0].tolist() == [0, 5, 4, 3, 1, 1, 2, 1]  # from node 1; node 2 is 5 hops away
-    assert dist.max() == 6  # the diameter: nodes 2 and 5 (or 6)
+@pytest.mark.parametrize(("length", "d"), [(5, 3), (16, 8), (33, 12)])
+@pytest.mark.parametrize(("cell", "g"), [(torch.nn.RNN, 1), (torch.nn.GRU, 3)])
+def test_cost_reference_counts_what_pytorch_computes(length, d, cell, g):
+    x = torch.randn(1, length, d)
+    steps, rnn_madds, _, attention_madds = rnn_attention_costs_reference(length, d, g)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        cell(d, d, batch_first=True)(x)
+    assert counter.get_total_flops() == 2 * rnn_madds  # a FLOP counter counts 2 per multiply-add
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        attention_layer(x, torch.randn(4, d, d))
+    assert counter.get_total_flops() == 2 * attention_madds
+    assert steps == length
 
 
-def test_memory_of_a_sparse_step_doubles_and_of_a_dense_one_quadruples():
-    rng = np.random.default_rng(0)
-    growth = {}
-    for answer in (message_passing, passing_dense):
-        peaks = []
-        for n in PATH_NODES:
-            x, edges = rng.normal(size=(n, 4)), [(i, i + 1) for i in range(n - 1)]
-            w = [rng.normal(size=(4, d)) for d in (3, 3, 2)]
-            peaks.append(call_with_peak(answer, x, edges, *w)[1])
-        growth[answer] = peaks[1] / peaks[0]
-    assert growth[message_passing] < 2.5 and growth[passing_dense] > 3.5
-
-
-def test_call_with_peak_keeps_a_trace_that_was_running():
-    tracemalloc.start()
-    try:
-        ones, peak = call_with_peak(np.ones, 100_000)
-        assert peak >= ones.nbytes == 800_000 and tracemalloc.is_tracing()
-    finally:
-        tracemalloc.stop()
-    assert call_with_peak(np.ones, 100_000)[1] >= 800_000 and not tracemalloc.is_tracing()
+def test_path_length_reference_matches_what_changes():
+    """Changing input i moves output j of a one-layer model exactly where a path exists."""
+    torch.manual_seed(0)
+    length, d = 6, 4
+    x = torch.randn(1, length, d, dtype=torch.float64)
+    models = {
+        "rnn": torch.nn.RNN(d, d, batch_first=True, dtype=torch.float64),
+        "bidirectional rnn": torch.nn.RNN(
+            d, d, batch_first=True, bidirectional=True, dtype=torch.float64
+        ),
+    }
+    for name, model in models.items():
+        for i in range(length):
+            changed = x.clone()
+            changed[0, i] += 1.0
+            with torch.no_grad():
+                moved = (model(changed)[0] - model(x)[0]).abs().amax(-1)[0] > 0
+            reachable = [path_length_reference(name, i, j) is not None for j in range(length)]
+            assert moved.tolist() == reachable

@@ -2,137 +2,240 @@
 
 from __future__ import annotations
 
+import tracemalloc
+from collections import deque
+
 import numpy as np
 
+from attnlib import data
 from attnlib import numpy as attn
+from attnlib.exercises import check
 from attnlib.exercises.lesson14 import (
-    SOLVERS,
-    attention_madds_reference,
-    pooling_projection,
-    reference_relative_errors,
+    PATH_NODES,
+    call_with_peak,
+    hop_distances_reference,
 )
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def low_rank_by_hand(q, k, v, projection_k, projection_v):
-    k_small, v_small = projection_k @ k, projection_v @ v  # (rank, d_k), (rank, d_v)
-    scores = q @ k_small.T / np.sqrt(q.shape[-1])
-    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return weights / weights.sum(axis=-1, keepdims=True) @ v_small
+def graph_mask_by_hand(edges, num_nodes, directed=False, self_loops=True):
+    mask = np.zeros((num_nodes, num_nodes), dtype=bool)
+    for i, j in edges:
+        mask[i, j] = True
+        if not directed:
+            mask[j, i] = True
+    if self_loops:
+        mask[np.arange(num_nodes), np.arange(num_nodes)] = True
+    return mask
 
 
-def attention_madds(L, d, window, rank):
-    return {
-        "exact": 2 * L * L * d,
-        "truncated": 2 * L * (2 * window + 1) * d,
-        "linear": 2 * L * d * d,
-        "low-rank": 4 * L * rank * d,
-    }
+def hop_distances(edges, num_nodes):
+    neighbours = {i: set() for i in range(num_nodes)}
+    for i, j in edges:
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    dist = -np.ones((num_nodes, num_nodes), dtype=int)
+    for source in range(num_nodes):
+        dist[source, source] = 0
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for other in neighbours[node]:
+                if dist[source, other] == -1:
+                    dist[source, other] = dist[source, node] + 1
+                    frontier.append(other)
+    return dist
 
 
-WHICH = {
-    "smooth": {"exact", "truncated"},
-    "copy far": {"exact"},
-    "global mean": {"exact", "linear", "low-rank"},
-}
+def hop_distances_by_powers(edges, num_nodes):
+    mask = attn.graph_mask(edges, num_nodes).astype(int) if edges else np.eye(num_nodes, dtype=int)
+    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
+    reach = np.eye(num_nodes, dtype=int)
+    for hops in range(1, num_nodes):
+        reach = np.minimum(reach @ mask, 1)
+        dist[(dist == -1) & (reach > 0)] = hops
+    return dist
+
+
+def message_passing(x, edges, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    neighbours = [{i} for i in range(len(x))]
+    for i, j in edges:
+        neighbours[i].add(j)
+        neighbours[j].add(i)
+    out = np.zeros((len(x), v.shape[1]))
+    for i, around in enumerate(neighbours):
+        around = sorted(around)
+        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
+        weights = np.exp(scores - scores.max())
+        out[i] = (weights / weights.sum()) @ v[around]
+    return out
+
 
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def low_rank_no_projection(q, k, v, projection_k, projection_v):
-    return attn.attention(q, k, v)[0]
+def mask_one_way(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, True, self_loops)
 
 
-def low_rank_shared(q, k, v, projection_k, projection_v):
-    return attn.low_rank_attention(q, k, v, projection_k, projection_k)[0]
+def mask_no_self_loops(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, False)
 
 
-def low_rank_unscaled(q, k, v, projection_k, projection_v):
-    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=1.0)[0]
+def mask_transposed(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).T.copy()
 
 
-def low_rank_rank_scale(q, k, v, projection_k, projection_v):
-    rank = projection_k.shape[0]
-    return attn.low_rank_attention(q, k, v, projection_k, projection_v, scale=rank**-0.5)[0]
+def mask_as_int(edges, num_nodes, directed=False, self_loops=True):
+    return graph_mask_by_hand(edges, num_nodes, directed, self_loops).astype(int)
 
 
-def low_rank_projects_queries(q, k, v, projection_k, projection_v):
-    return attn.attention(projection_k @ q, projection_k @ k, projection_v @ v)[0]
+def distances_counting_nodes(edges, num_nodes):
+    dist = hop_distances(edges, num_nodes)
+    return np.where(dist > 0, dist + 1, dist)
 
 
-def madds_one_product(L, d, window, rank):
-    return {name: count // 2 for name, count in attention_madds(L, d, window, rank).items()}
+def distances_zero_if_unreachable(edges, num_nodes):
+    return np.maximum(hop_distances(edges, num_nodes), 0)
 
 
-def madds_window_one_side(L, d, window, rank):
-    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * window * d}
+def distances_inf_if_unreachable(edges, num_nodes):
+    return np.where(hop_distances(edges, num_nodes) < 0, np.inf, hop_distances(edges, num_nodes))
 
 
-def madds_masked(L, d, window, rank):
-    return {**attention_madds(L, d, window, rank), "truncated": 2 * L * L * d}
+def distances_directed(edges, num_nodes):
+    dist = np.where(np.eye(num_nodes, dtype=bool), 0, -1)
+    for source in range(num_nodes):
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for i, j in edges:
+                if i == node and dist[source, j] == -1:
+                    dist[source, j] = dist[source, node] + 1
+                    frontier.append(j)
+    return dist
 
 
-def madds_no_projection(L, d, window, rank):
-    return {**attention_madds(L, d, window, rank), "low-rank": 2 * L * rank * d}
+def passing_full(x, edges, w_q, w_k, w_v):
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v)[0]
 
 
-def madds_linear_quadratic(L, d, window, rank):
-    return {**attention_madds(L, d, window, rank), "linear": 2 * L * L * d}
+def passing_without_self(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x), self_loops=False)
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
 
 
-def relative_errors(sharpness):
-    return reference_relative_errors(sharpness)
+def passing_one_way(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x), directed=True)
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+
+
+def passing_unscaled(x, edges, w_q, w_k, w_v):
+    mask = attn.graph_mask(edges, len(x))
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask, scale=1.0)[0]
+
+
+def passing_dense(x, edges, w_q, w_k, w_v):
+    """Right numbers, the way the exercise forbids: masked attention over all N² pairs."""
+    mask = attn.graph_mask(edges, len(x))
+    return attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=mask)[0]
+
+
+def passing_with_a_square_mask(x, edges, w_q, w_k, w_v):
+    """Scores only the neighbourhoods, but finds them in an N × N boolean mask."""
+    mask = attn.graph_mask(edges, len(x))
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    out = np.zeros((len(x), v.shape[1]))
+    for i in range(len(x)):
+        around = np.flatnonzero(mask[i])
+        scores = k[around] @ q[i] / np.sqrt(q.shape[1])
+        weights = np.exp(scores - scores.max())
+        out[i] = (weights / weights.sum()) @ v[around]
+    return out
+
+
+STACK = [attn.MultiHeadAttention(d_model=4, num_heads=2, seed=s) for s in range(6)]
+X = np.random.default_rng(10).normal(size=(8, 4))
+
+
+def gnn(h, num_layers, mask):
+    for layer in STACK[:num_layers]:
+        h = h + np.tanh(layer(h, mask=mask)[0])
+    return h
+
+
+def first_influence(mask, source, target):
+    changed = X.copy()
+    changed[source] += 1.0
+    for num_layers in range(1, 7):
+        if np.abs(gnn(changed, num_layers, mask)[target] - gnn(X, num_layers, mask)[target]).max():
+            return num_layers
+    return None
 
 
 CORRECT = {
-    "14.1": low_rank_by_hand,
-    "14.2": attention_madds,
-    "14.4": relative_errors,
-    "14.3": WHICH,
+    "14.1": graph_mask_by_hand,
+    "14.2": hop_distances,
+    "14.3": first_influence,
+    "14.4": message_passing,
 }
 
 WRONG = [
-    ("14.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
-    ("14.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
-    ("14.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),
-    ("14.1", low_rank_no_projection, "mixed down"),
-    ("14.1", low_rank_shared, "projection_v"),
-    ("14.1", low_rank_unscaled, "1/sqrt(d_k)"),
-    ("14.1", low_rank_rank_scale, "not 1/sqrt(rank)"),
-    ("14.1", low_rank_projects_queries, "queries stay"),
-    ("14.2", madds_one_product, "two"),
-    ("14.2", madds_window_one_side, "2w + 1"),
-    ("14.2", madds_masked, "never computes"),
-    ("14.2", madds_no_projection, "projections"),
-    ("14.2", madds_linear_quadratic, "never forms"),
-    ("14.2", lambda *args: 42, "dict"),
-    ("14.3", {**WHICH, "smooth": {"exact", "truncated", "linear"}}, "linear cannot"),
-    ("14.3", {**WHICH, "copy far": {"exact", "low-rank"}}, "rank must be L"),
-    ("14.3", {**WHICH, "copy far": {"exact", "linear"}}, "rank at most d = 64"),
-    ("14.3", {**WHICH, "global mean": {"exact"}}, "linear can"),
-    ("14.3", {**WHICH, "global mean": {"exact", "truncated", "linear", "low-rank"}}, "129"),
-    ("14.3", {**WHICH, "smooth": {"exact", "window"}}, "the variants are"),
-    ("14.3", {"smooth": {"exact"}}, "keys"),
+    ("14.1", mask_one_way, "not symmetric"),
+    ("14.1", mask_no_self_loops, "diagonal must be True"),
+    ("14.1", mask_transposed, "transposed"),
+    ("14.1", mask_as_int, "boolean"),
+    ("14.2", distances_counting_nodes, "one too large"),
+    ("14.2", distances_zero_if_unreachable, "-1"),
+    ("14.2", distances_inf_if_unreachable, "-1 (not inf"),
+    ("14.2", distances_directed, "not symmetric"),
+    ("14.3", lambda mask, source, target: 5, "the first n"),
+    ("14.3", lambda mask, source, target: first_influence(mask, target, source) or 6, "None"),
+    (
+        "14.3",
+        lambda mask, source, target: (first_influence(mask, source, target) or 1) - 1,
+        "first n",
+    ),
+    ("14.4", passing_full, "full attention"),
+    ("14.4", passing_without_self, "attend to itself"),
+    ("14.4", passing_one_way, "undirected"),
+    ("14.4", passing_unscaled, "sqrt(d_k)"),
+    ("14.4", passing_dense, "mark of an N × N matrix"),
+    ("14.4", passing_with_a_square_mask, "twice the nodes, 3."),
 ]
 
 
-def test_references_agree_with_attnlib():
-    assert attention_madds_reference(4096, 64, 64, 64) == attention_madds(4096, 64, 64, 64)
-    assert SOLVERS == WHICH
-    projection = pooling_projection(12, 3)
-    assert projection.shape == (3, 12) and np.allclose(projection.sum(axis=1), 1.0)
-    x = np.arange(12.0)[:, None]
-    assert np.allclose(projection @ x, [[1.5], [5.5], [9.5]])  # segment means
+def test_matrix_powers_solve_14_2_too():
+    assert bool(check("14.2", hop_distances_by_powers))
 
 
-def test_global_mean_is_exact_for_linear_and_low_rank():
+def test_distance_reference_on_the_textbook_graph():
+    graph = data.example_graph()
+    dist = hop_distances_reference(graph.edges, 8)
+    assert dist[0].tolist() == [0, 5, 4, 3, 1, 1, 2, 1]  # from node 1; node 2 is 5 hops away
+    assert dist.max() == 6  # the diameter: nodes 2 and 5 (or 6)
+
+
+def test_memory_of_a_sparse_step_doubles_and_of_a_dense_one_quadruples():
     rng = np.random.default_rng(0)
-    length, d = 256, 8
-    q = np.zeros((length, d))
-    k, v = rng.normal(0.0, 1.0, (2, length, d))
-    mean = np.broadcast_to(v.mean(axis=0), v.shape)
-    assert np.allclose(attn.linear_attention(q, q, v), mean)  # q = k = 0: phi = 1, uniform
-    assert not np.allclose(attn.linear_attention(q, k, v), mean)  # q = 0 alone is not enough
-    assert np.allclose(attn.low_rank_attention(q, k, v, pooling_projection(length, 64))[0], mean)
-    assert np.allclose(attn.attention(q, k, v)[0], mean)
+    growth = {}
+    for answer in (message_passing, passing_dense):
+        peaks = []
+        for n in PATH_NODES:
+            x, edges = rng.normal(size=(n, 4)), [(i, i + 1) for i in range(n - 1)]
+            w = [rng.normal(size=(4, d)) for d in (3, 3, 2)]
+            peaks.append(call_with_peak(answer, x, edges, *w)[1])
+        growth[answer] = peaks[1] / peaks[0]
+    assert growth[message_passing] < 2.5 and growth[passing_dense] > 3.5
+
+
+def test_call_with_peak_keeps_a_trace_that_was_running():
+    tracemalloc.start()
+    try:
+        ones, peak = call_with_peak(np.ones, 100_000)
+        assert peak >= ones.nbytes == 800_000 and tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+    assert call_with_peak(np.ones, 100_000)[1] >= 800_000 and not tracemalloc.is_tracing()

@@ -182,7 +182,7 @@ def test_parameter_count_does_not_depend_on_heads():
 
 
 def test_more_heads_than_features_with_explicit_head_sizes():
-    """Nine heads of width 1 on 3 features (lesson 11's convolution): allowed when d_k and
+    """Nine heads of width 1 on 3 features (lesson 12's convolution): allowed when d_k and
     d_v are given, even though d_model // num_heads is 0."""
     layer = anp.MultiHeadAttention(3, 9, d_k=1, d_v=3, seed=0)
     out, weights = layer(np.ones((4, 3)))

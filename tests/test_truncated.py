@@ -168,7 +168,7 @@ def test_the_cpus_band_plan_scores_the_edges_of_several_sequences_at_once(causal
 
 def test_a_sequence_of_one_block_is_scored_with_the_others():
     """A sequence of up to 32 tokens is one block, whose one key window is a view for any
-    number of sequences: the CPU's plan takes them all at once (lesson 15 trains on 32 of
+    number of sequences: the CPU's plan takes them all at once (lesson 16 trains on 32 of
     them), with the same result as one at a time."""
     plan = _tiles.BandPlan(32, 2, False, sequences=1)
     (group,) = plan.query_groups()

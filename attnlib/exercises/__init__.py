@@ -223,10 +223,10 @@ from . import (  # noqa: E402, F401
     lesson07,
     lesson08,
     lesson09,
-    lesson10,
     lesson11,
     lesson12,
     lesson13,
     lesson14,
     lesson15,
+    lesson16,
 )

@@ -2,380 +2,329 @@
 
 from __future__ import annotations
 
-import tracemalloc
-from collections import deque
-
 import numpy as np
 
-from .. import data
 from .. import numpy as attn
-from . import exercise, expect, expect_shape, phrase
-
-
-def _random_edges(rng: np.random.Generator, num_nodes: int, num_edges: int) -> list:
-    """``num_edges`` distinct undirected edges ``(i, j)``, ``i != j``, in random order."""
-    pairs = [(i, j) for i in range(num_nodes) for j in range(i + 1, num_nodes)]
-    chosen = rng.choice(len(pairs), size=min(num_edges, len(pairs)), replace=False)
-    edges = [pairs[k] for k in chosen]
-    # Write some edges the other way round: an undirected edge has no preferred direction.
-    return [(j, i) if rng.random() < 0.5 else (i, j) for i, j in edges]
-
-
-def _graphs(seed: int):
-    """(name, edges, num_nodes): the textbook's graph, ethanol, and random ones (some
-    disconnected, one with an isolated node)."""
-    rng = np.random.default_rng(seed)
-    example, mol = data.example_graph(), data.ethanol()
-    graphs = [
-        (phrase("the example graph"), list(example.edges), 8),
-        (phrase("ethanol"), list(mol.edges), 9),
-        (phrase("a path of 5 nodes"), [(0, 1), (1, 2), (2, 3), (3, 4)], 5),
-        (
-            phrase("two triangles and an isolated node"),
-            [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)],
-            7,
-        ),
-    ]
-    for num_nodes, num_edges in ((6, 5), (10, 9), (12, 20), (9, 4)):
-        graphs.append(
-            (
-                phrase("a random graph ({num_nodes} nodes)", num_nodes=num_nodes),
-                _random_edges(rng, num_nodes, num_edges),
-                num_nodes,
-            )
-        )
-    return graphs
-
+from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 13.1
 
 
-@exercise("13.1", "a graph mask from an edge list")
-def _check_graph_mask(graph_mask_by_hand) -> None:
-    for name, edges, n in _graphs(1001):
-        for directed in (False, True):
-            for self_loops in (True, False):
-                call = phrase(
-                    "graph_mask_by_hand(edges of {name}, {n}, directed={directed}, "
-                    "self_loops={self_loops})",
-                    name=name,
-                    n=n,
-                    directed=directed,
-                    self_loops=self_loops,
-                )
-                got = np.asarray(graph_mask_by_hand(list(edges), n, directed, self_loops))
-                want = attn.graph_mask(edges, n, directed=directed, self_loops=self_loops)
-                expect_shape(got, want, call)
-                expect(
-                    got.dtype == bool,
-                    "{call} has dtype {got_dtype}; return a boolean mask (True = may attend), "
-                    "for example np.zeros((n, n), dtype=bool).",
-                    call=call,
-                    got_dtype=got.dtype,
-                )
-                if np.array_equal(got, want):
-                    continue
-                diagonal = np.diag(got)
-                expect(
-                    not self_loops or diagonal.all(),
-                    "{call}: with self_loops=True every node may attend to itself: the diagonal "
-                    "must be True.",
-                    call=call,
-                )
-                expect(
-                    self_loops or not diagonal.any(),
-                    "{call}: with self_loops=False the diagonal must be False (none of these "
-                    "graphs has an edge from a node to itself).",
-                    call=call,
-                )
-                expect(
-                    directed or np.array_equal(got, got.T),
-                    "{call} is not symmetric. An undirected edge (i, j) lets i attend to j AND "
-                    "j attend to i: set both mask[i, j] and mask[j, i].",
-                    call=call,
-                )
-                expect(
-                    not (directed and np.array_equal(got, want.T)),
-                    "{call} is transposed. A directed edge (i, j) lets i attend to j: row i "
-                    "(the query), column j (the key), so set mask[i, j].",
-                    call=call,
-                )
-                expect(
-                    not (directed and np.array_equal(got, got.T)),
-                    "{call}: with directed=True an edge (i, j) opens only mask[i, j], not "
-                    "mask[j, i].",
-                    call=call,
-                )
-                expect(
-                    False,
-                    "{call} has the wrong entries; compare it with attn.graph_mask.",
-                    call=call,
-                )
+def rnn_attention_costs_reference(length: int, d: int, g: int) -> tuple[int, int, int, int]:
+    """(RNN sequential steps, RNN multiply-adds, attention steps, attention multiply-adds).
+
+    An RNN layer of width ``d`` whose step multiplies ``x_t`` by ``W_x`` and ``h_{t-1}`` by
+    ``W_h``, both ``d × g·d`` (``g`` = 1: the plain RNN, 3: a GRU, 4: an LSTM): one step per
+    position, 2·g·d² multiply-adds each. A one-head self-attention layer with its four ``d × d``
+    projections: one step, 4·L·d² for ``X W_q``, ``X W_k``, ``X W_v`` and the output ``W_o``,
+    L·L·d for the scores ``QKᵀ`` and L·L·d for the weighted sum. Biases, activations, scaling
+    and softmax are not counted.
+
+    >>> rnn_attention_costs_reference(64, 64, 3)[1] == rnn_attention_costs_reference(64, 64, 3)[3]
+    True
+    """
+    return length, 2 * g * length * d * d, 1, 4 * length * d * d + 2 * length * length * d
+
+
+@exercise("13.1", "sequential steps and multiply-adds")
+def _check_costs(rnn_attention_costs) -> None:
+    rng = np.random.default_rng(901)
+    cases = [(5, 3, 1), (128, 64, 3), (10, 10, 4), (1, 4, 3), (4096, 64, 1), (7, 5, 2)]
+    cases += [
+        (int(n), int(d), int(g))
+        for n, d, g in zip(rng.integers(2, 300, 3), rng.integers(2, 100, 3), rng.integers(1, 5, 3))
+    ]
+    for length, d, g in cases:
+        call = f"rnn_attention_costs(L={length}, d={d}, g={g})"
+        got = rnn_attention_costs(length, d, g)
+        expect(
+            isinstance(got, (tuple, list)) and len(got) == 4,
+            "Return a tuple of four numbers: (rnn_steps, rnn_madds, attention_steps, "
+            "attention_madds).",
+        )
+        rnn_steps, rnn_madds, att_steps, att_madds = (int(round(float(x))) for x in got)
+        want = rnn_attention_costs_reference(length, d, g)
+        projections, pairs = 4 * length * d * d, 2 * length * length * d
+        expect(
+            rnn_steps == want[0],
+            "{call}: rnn_steps = {rnn_steps}, expected {expected}. Every position is one step, "
+            "and step t needs h_(t-1) from the step before: none of them can run together.",
+            call=call,
+            rnn_steps=rnn_steps,
+            expected=want[0],
+        )
+        expect(
+            att_steps == want[2],
+            "{call}: attention_steps = {att_steps}, expected {expected}. No output of "
+            "attention waits for another output: all L of them are computed in one step.",
+            call=call,
+            att_steps=att_steps,
+            expected=want[2],
+        )
+        expect(
+            rnn_madds != 2 * want[1],
+            "{call}: rnn_madds is twice the expected value. Count one per multiply-add "
+            "(FLOP counters count two: a multiplication and an addition).",
+            call=call,
+        )
+        expect(
+            g == 1 or rnn_madds != 2 * length * d * d,
+            "{call}: rnn_madds = {rnn_madds} counts d × d matrices. W_x and W_h are d × g·d: "
+            "with g = {g} each product is g·d² multiply-adds per position.",
+            call=call,
+            rnn_madds=rnn_madds,
+            g=g,
+        )
+        expect(
+            rnn_madds != want[1] // 2,
+            "{call}: rnn_madds is half the expected value. Each step has two products: the "
+            "input x_t by W_x and the previous state h_(t-1) by W_h.",
+            call=call,
+        )
+        expect(
+            rnn_madds == want[1],
+            "{call}: rnn_madds = {rnn_madds}, expected {expected}. A vector of width d times a "
+            "d × g·d matrix is g·d² multiply-adds; two such products per step, L steps.",
+            call=call,
+            rnn_madds=rnn_madds,
+            expected=want[1],
+        )
+        expect(
+            att_madds != 2 * want[3],
+            "{call}: attention_madds is twice the expected value. Count one per multiply-add "
+            "(FLOP counters count two).",
+            call=call,
+        )
+        expect(
+            att_madds != pairs,
+            "{call}: attention_madds counts Q Kᵀ and A V only. The layer also computes "
+            "X W_q, X W_k, X W_v and the output projection W_o: four products of L·d·d more.",
+            call=call,
+        )
+        expect(
+            att_madds != 3 * length * d * d + pairs,
+            "{call}: attention_madds leaves out one projection: count the output "
+            "projection W_o too (four d × d products in all).",
+            call=call,
+        )
+        expect(
+            att_madds != projections + pairs // 2,
+            "{call}: attention_madds counts one of the two products over pairs. Q Kᵀ is "
+            "(L, d) times (d, L): L·L·d; A V is (L, L) times (L, d): L·L·d more.",
+            call=call,
+        )
+        expect(
+            att_madds == want[3],
+            "{call}: attention_madds = {att_madds}, expected {expected}: 4·L·d² for the four "
+            "projections, plus L·L·d for Q Kᵀ and L·L·d for A V.",
+            call=call,
+            att_madds=att_madds,
+            expected=want[3],
+        )
 
 
 # --------------------------------------------------------------------------- 13.2
 
 
-def hop_distances_reference(edges, num_nodes: int) -> np.ndarray:
-    """Fewest edges between every pair (undirected), 0 on the diagonal, -1 if unreachable."""
-    neighbours = [[] for _ in range(num_nodes)]
-    for i, j in edges:
-        neighbours[i].append(j)
-        neighbours[j].append(i)
-    dist = np.full((num_nodes, num_nodes), -1, dtype=int)
-    for source in range(num_nodes):
-        dist[source, source] = 0
-        queue = deque([source])
-        while queue:  # breadth-first search: nodes come out in order of their distance
-            node = queue.popleft()
-            for other in neighbours[node]:
-                if dist[source, other] < 0:
-                    dist[source, other] = dist[source, node] + 1
-                    queue.append(other)
-    return dist
-
-
-@exercise("13.2", "hop distances")
-def _check_hop_distances(hop_distances) -> None:
-    for name, edges, n in _graphs(1002):
-        call = phrase("hop_distances(edges of {name}, {n})", name=name, n=n)
-        got = np.asarray(hop_distances(list(edges), n))
-        want = hop_distances_reference(edges, n)
-        expect_shape(got, want, call)
+def _run_steps(step, q, k, v):
+    """Feed the tokens one at a time to ``step``; return the outputs and the final state."""
+    d_k, d_v = k.shape[-1], v.shape[-1]
+    state, normaliser = np.zeros((d_k, d_v)), np.zeros(d_k)
+    outputs = []
+    for i in range(q.shape[0]):
+        result = step(state.copy(), normaliser.copy(), q[i].copy(), k[i].copy(), v[i].copy())
         expect(
-            np.issubdtype(got.dtype, np.number) and np.all(np.isfinite(got)),
-            "{call} should contain whole numbers, with -1 (not inf or NaN) where there is no path.",
-            call=call,
+            isinstance(result, (tuple, list)) and len(result) == 3,
+            "Return three things: (state, normaliser, y).",
         )
-        if np.array_equal(got, want):
+        state, normaliser, y = (np.asarray(r, dtype=float) for r in result)
+        expect(
+            state.shape == (d_k, d_v),
+            "The state has shape {state_shape}; it must keep the shape (d_k, d_v) = "
+            "{d_k_d_v}: add the outer product φ(k) vᵀ, np.outer(phi_k, v).",
+            state_shape=state.shape,
+            d_k_d_v=(d_k, d_v),
+        )
+        expect(
+            normaliser.shape == (d_k,),
+            "The normaliser has shape {normaliser_shape}; it must keep the shape (d_k,) = "
+            "({d_k},): add φ(k).",
+            normaliser_shape=normaliser.shape,
+            d_k=d_k,
+        )
+        expect(
+            y.shape == (d_v,),
+            "y has shape {y_shape}; expected (d_v,) = ({d_v},).",
+            y_shape=y.shape,
+            d_v=d_v,
+        )
+        outputs.append(y)
+    return np.stack(outputs), state, normaliser
+
+
+def _step_variant(phi=True, output_first=False, normalise=True):
+    """Plausible wrong versions of one step, to recognise the learner's mistake."""
+
+    def step(state, normaliser, q, k, v):
+        fq, fk = (attn.elu_feature_map(q), attn.elu_feature_map(k)) if phi else (q, k)
+        if output_first:
+            y = (fq @ state) / max(fq @ normaliser, 1e-300) if normalise else fq @ state
+        state, normaliser = state + np.outer(fk, v), normaliser + fk
+        if not output_first:
+            y = (fq @ state) / (fq @ normaliser) if normalise else fq @ state
+        return state, normaliser, y
+
+    return step
+
+
+@exercise("13.2", "one step of linear attention")
+def _check_linear_attention_step(linear_attention_step) -> None:
+    rng = np.random.default_rng(902)
+    for length, d_k, d_v in [(5, 3, 2), (8, 4, 4), (6, 2, 5), (1, 2, 2)]:
+        q, k, v = (rng.normal(0.0, 1.0, (length, d)) for d in (d_k, d_k, d_v))
+        got, state, normaliser = _run_steps(linear_attention_step, q, k, v)
+        want = attn.linear_attention_recurrent(q, k, v)
+        what = phrase(
+            "On {length} tokens with d_k={d_k}, d_v={d_v}", length=length, d_k=d_k, d_v=d_v
+        )
+        if np.allclose(got, want, atol=1e-10):
+            phi_k = attn.elu_feature_map(k)
+            expect(
+                np.allclose(state, phi_k.T @ v) and np.allclose(normaliser, phi_k.sum(0)),
+                "{what} the outputs are right, but the final state is not Σ_j φ(k_j) v_jᵀ "
+                "(or the normaliser not Σ_j φ(k_j)): return the updated state and normaliser.",
+                what=what,
+            )
             continue
-        expect(
-            np.all(np.diag(got) == 0),
-            "{call}: a node is 0 hops from itself; the diagonal must be 0.",
-            call=call,
-        )
-        reachable = want >= 0
-        expect(
-            np.all(got[~reachable] == -1) or not np.array_equal(got[reachable], want[reachable]),
-            "{call}: where no path exists (different connected pieces) the answer is -1.",
-            call=call,
-        )
-        expect(
-            not np.array_equal(
-                got[reachable], want[reachable] + 1 - np.eye(n, dtype=int)[reachable]
-            ),
-            "{call} is one too large: count the edges on the path, not the nodes.",
-            call=call,
-        )
-        expect(
-            np.array_equal(got, got.T),
-            "{call} is not symmetric. The edges are undirected: (i, j) also connects j to i.",
-            call=call,
-        )
-        expect(
-            np.array_equal(got[reachable], want[reachable]),
-            "{call}: some distances are wrong. Breadth-first search from every node, or: j is "
-            "within n hops of i when (M^n)[i, j] > 0 for the graph mask M with self-loops.",
-            call=call,
-        )
+        with np.errstate(all="ignore"):
+            mistakes = [
+                (
+                    _step_variant(phi=False),
+                    phrase("q and k go through the feature map first: φ = attn.elu_feature_map."),
+                ),
+                (
+                    _step_variant(output_first=True),
+                    phrase(
+                        "compute y after adding token i to the state: causal attention lets "
+                        "token i attend to itself (j ≤ i)."
+                    ),
+                ),
+                (
+                    _step_variant(normalise=False),
+                    phrase(
+                        "y must be divided by the normaliser φ(q)·z, so that the weights sum to 1."
+                    ),
+                ),
+            ]
+            for variant, hint in mistakes:
+                wrong, _, _ = _run_steps(variant, q, k, v)
+                expect(
+                    not np.allclose(got, wrong, atol=1e-10, equal_nan=True),
+                    "{what}: {hint}",
+                    what=what,
+                    hint=hint,
+                )
         expect(
             False,
-            "{call} has the right distances but marks unreachable pairs wrongly (-1).",
-            call=call,
+            "{what} your outputs differ from attn.linear_attention_recurrent. The step is "
+            "S ← S + φ(k) vᵀ, z ← z + φ(k), y = φ(q)ᵀS / φ(q)ᵀz.",
+            what=what,
         )
 
 
 # --------------------------------------------------------------------------- 13.3
 
 
-def _distance(edges, num_nodes: int, source: int, target: int):
-    """Hops from source to target along undirected edges (breadth-first), or None."""
-    neighbours = [[] for _ in range(num_nodes)]
-    for a, b in edges:
-        neighbours[a].append(b)
-        neighbours[b].append(a)
-    hops, queue = {source: 0}, deque([source])
-    while queue:
-        node = queue.popleft()
-        for other in neighbours[node]:
-            if other not in hops:
-                hops[other] = hops[node] + 1
-                queue.append(other)
-    return hops.get(target)
+MODELS = ("rnn", "bidirectional rnn", "self-attention", "causal self-attention")
 
 
-@exercise("13.3", "a shortcut and a cut")
-def _check_first_influence(first_influence) -> None:
-    graph = data.example_graph()
-    cases = [
-        (phrase("the example graph"), list(graph.edges), 1, 0),
-        (phrase("with the shortcut 3-5"), [*graph.edges, (2, 4)], 1, 0),
-        (phrase("without the edge 4-7"), [e for e in graph.edges if e != (3, 6)], 1, 0),
-        (phrase("the example graph"), list(graph.edges), 7, 2),
-        (phrase("a path 1-2-...-8"), [(i, i + 1) for i in range(7)], 0, 7),
-    ]
-    for name, edges, source, target in cases:
-        mask = attn.graph_mask(edges, 8)
-        hops = _distance(edges, 8, source, target)
-        want = hops if hops is not None and hops <= 6 else None
-        call = phrase(
-            "first_influence(mask of {name}, source={source}, target={target})",
-            name=name,
-            source=source,
-            target=target,
-        )
-        got = first_influence(mask, source, target)
-        if want is None:
-            expect(
-                got is None,
-                "{call} = {got!r}, but a change at node {source_node} (index {source}) never "
-                "reaches node {target_node} (index {target}) within 6 layers: return None when "
-                "no number of layers up to len(stack) moves the output.",
-                call=call,
-                got=got,
-                source=source,
-                target=target,
-                source_node=source + 1,
-                target_node=target + 1,
-            )
-            continue
-        expect(
-            got == want,
-            "{call} = {got!r}; the change first reaches it after {want} layers. Change "
-            "x[source], run gnn(changed, n, mask) for n = 1, 2, … layers and return the first n at "
-            "which the output of node target moves.",
-            call=call,
-            got=got,
-            want=want,
-        )
+def path_length_reference(model: str, i: int, j: int):
+    """Cells or layers the information passes through from input ``i`` to output ``j``."""
+    if model == "rnn":
+        return j - i + 1 if i <= j else None
+    if model == "bidirectional rnn":
+        return abs(j - i) + 1
+    if model == "self-attention":
+        return 1
+    return 1 if i <= j else None
+
+
+@exercise("13.3", "path lengths")
+def _check_path_length(path_length) -> None:
+    hints = {
+        "rnn": phrase(
+            "input i enters cell i and is carried through cells i+1, …, j: that is "
+            "j − i + 1 cells; an output j < i has not read input i yet (None)."
+        ),
+        "bidirectional rnn": phrase(
+            "the forward RNN carries input i to the right (j − i + 1 cells), "
+            "the backward RNN to the left (i − j + 1 cells); output j has both."
+        ),
+        "self-attention": phrase(
+            "one attention layer connects every output to every input directly, whatever "
+            "the distance."
+        ),
+        "causal self-attention": phrase(
+            "the causal mask lets output j attend to the inputs i ≤ j, "
+            "directly; the inputs after j are out of reach (None)."
+        ),
+    }
+    for model in MODELS:
+        for i in range(7):
+            for j in range(7):
+                got, want = path_length(model, i, j), path_length_reference(model, i, j)
+                call = f'path_length("{model}", i={i}, j={j})'
+                if want is None:
+                    expect(
+                        got is None,
+                        "{call} returned {got!r}, expected None. {reason}",
+                        call=call,
+                        got=got,
+                        reason=hints[model],
+                    )
+                    continue
+                expect(
+                    got is not None and int(got) == want,
+                    "{call} returned {got!r}, expected {want}. {reason}",
+                    call=call,
+                    got=got,
+                    want=want,
+                    reason=hints[model],
+                )
 
 
 # --------------------------------------------------------------------------- 13.4
 
 
-def _variants(x, edges, n, w_q, w_k, w_v):
-    """Plausible wrong outputs: (name, output, hint)."""
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    one_way = attn.graph_mask(edges, n, directed=True)
-    return [
-        (
-            attn.attention(q, k, v)[0],
-            phrase(
-                "this is full attention: every node attends to every node. Score only the "
-                "neighbours (and the node itself)."
-            ),
-        ),
-        (
-            attn.attention(q, k, v, mask=attn.graph_mask(edges, n, self_loops=False))[0],
-            phrase(
-                "each node should also attend to itself (a self-loop), as attn.graph_mask does "
-                "by default; here a node with no neighbours should return its own value, not "
-                "zeros."
-            ),
-        ),
-        (
-            attn.attention(q, k, v, mask=one_way)[0],
-            phrase("the edges are undirected: edge (i, j) lets i attend to j and j attend to i."),
-        ),
-        (
-            attn.attention(q, k, v, mask=attn.graph_mask(edges, n), scale=1.0)[0],
-            phrase("divide the scores q_i · k_j by sqrt(d_k) before the softmax."),
-        ),
-    ]
-
-
-@exercise("13.4", "one message-passing step")
-def _check_message_passing(message_passing) -> None:
-    rng = np.random.default_rng(1004)
-    for name, edges, n in _graphs(1004):
-        d_model, d_k, d_v = 4, 3, 2
-        x = rng.normal(0.0, 1.0, (n, d_model))
-        w_q, w_k, w_v = (rng.normal(0.0, 1.0, (d_model, d)) for d in (d_k, d_k, d_v))
-        call = phrase("message_passing on {name}", name=name)
-        got = np.asarray(
-            message_passing(x.copy(), list(edges), w_q.copy(), w_k.copy(), w_v.copy()),
-            dtype=float,
-        )
-        want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(edges, n))[0]
+@exercise("13.4", "attention without positions")
+def _check_reader_accuracy(reader_accuracy) -> None:
+    results = {}
+    for positions in (True, False):
+        call = f"reader_accuracy(10, positions={positions})"
+        got = reader_accuracy(10, positions)
         expect(
-            got.shape == want.shape,
-            "{call} returned shape {got_shape}; expected (num_nodes, d_v) = {want_shape}.",
+            np.ndim(got) == 0,
+            "{call} returned {got!r}; return one test accuracy.",
             call=call,
-            got_shape=got.shape,
-            want_shape=want.shape,
+            got=got,
         )
-        if np.allclose(got, want, atol=1e-10):
-            continue
-        for wrong, hint in _variants(x, edges, n, w_q, w_k, w_v):
-            expect(not np.allclose(got, wrong, atol=1e-10), "{call}: {hint}", call=call, hint=hint)
+        results[positions] = float(got)
         expect(
-            False,
-            "{call} gives the wrong numbers. For each node i: scores q_i · k_j / sqrt(d_k) for j "
-            "in its neighbourhood (with i itself), softmax over those, then sum alpha_ij v_j.",
+            0.0 <= results[positions] <= 1.0,
+            "{call} = {got!r} is not an accuracy.",
             call=call,
+            got=got,
         )
-    _check_sparse_memory(message_passing)
-
-
-#: The two long paths on which 13.4's memory is measured: twice the nodes, twice the memory
-#: for a step along the edges, four times for anything that holds an N × N matrix.
-PATH_NODES = (1_000, 2_000)
-
-
-def _path(num_nodes: int) -> list:
-    """The edges of a path 0-1-...-(num_nodes - 1), every other edge written backwards."""
-    return [(i, i + 1) if i % 2 else (i + 1, i) for i in range(num_nodes - 1)]
-
-
-def call_with_peak(fn, *args):
-    """``(fn(*args), peak)``: the result, and the most memory that the Python objects and NumPy
-    arrays created during the call held at any one moment, in bytes (``tracemalloc``; a trace
-    already running is kept running)."""
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    tracemalloc.reset_peak()
-    try:
-        result = fn(*args)
-        return result, tracemalloc.get_traced_memory()[1] - before
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-
-
-def _check_sparse_memory(message_passing) -> None:
-    """The point of 13.4: a step along the edges needs memory in proportion to N + 2|E|. On
-    paths of 1,000 and 2,000 nodes an N × N matrix (even of booleans) quadruples its memory
-    when N doubles; a step that scores only the neighbourhoods doubles it."""
-    rng = np.random.default_rng(1005)
-    w_q, w_k, w_v = (rng.normal(0.0, 1.0, (4, d)) for d in (3, 3, 2))
-    peaks = []
-    for n in PATH_NODES:
-        x, edges = rng.normal(0.0, 1.0, (n, 4)), _path(n)
-        got, peak = call_with_peak(message_passing, x, edges, w_q, w_k, w_v)
-        peaks.append(peak)
-        got = np.asarray(got, dtype=float)
-        call = phrase("message_passing on a path of {n} nodes", n=n)
-        want = attn.attention(x @ w_q, x @ w_k, x @ w_v, mask=attn.graph_mask(edges, n))[0]
-        expect_shape(got, want, call)
-        expect(
-            np.allclose(got, want, atol=1e-10),
-            "{call} gives the wrong numbers, although the small graphs were right. Every node "
-            "i attends to itself and to its neighbours only.",
-            call=call,
-        )
-    small, large = PATH_NODES
     expect(
-        peaks[1] < 3 * peaks[0],
-        "message_passing held {small_mb:.1f} MB at its peak on a path of {small} nodes and "
-        "{large_mb:.1f} MB on a path of {large}: twice the nodes, {growth:.1f} times the "
-        "memory. That is the mark of an N × N matrix (attn.graph_mask and attn.attention "
-        "build them). Score each node's neighbourhood on its own: then twice the nodes need "
-        "about twice the memory.",
-        small=small,
-        large=large,
-        small_mb=peaks[0] / 1e6,
-        large_mb=peaks[1] / 1e6,
-        growth=peaks[1] / peaks[0],
+        results[True] > 0.9,
+        "reader_accuracy(10, positions=True) = {results_true:.2f}: with positions the "
+        'attention reader solves L = 10. Train it with train_reader("attention", length, '
+        "positions=positions), which returns the test accuracy.",
+        results_true=results[True],
+    )
+    expect(
+        results[False] < 0.6,
+        "reader_accuracy(10, positions=False) = {results_false:.2f}, as if it still had "
+        "positions: pass positions on to train_reader(..., positions=positions).",
+        results_false=results[False],
     )

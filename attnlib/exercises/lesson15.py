@@ -1,312 +1,317 @@
-"""Checkers for the exercises of lesson 15 (the capstone: reach, content and capacity)."""
+"""Checkers for the exercises of lesson 15."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 
+from .. import numpy as attn
 from . import exercise, expect, phrase
 
 # --------------------------------------------------------------------------- 15.1
 
 
-def expected_window_accuracy_reference(length: int, w: int, reader_accuracy: float) -> float:
-    """Expected accuracy on the content task of a model that reaches ``w`` positions each way.
-
-    The card with the answer lies at a uniformly random position; the positions within ``w``
-    of it (itself excluded: it is not scored) are right with probability ``reader_accuracy``,
-    the others guess one of ten digits. Averaged over the ``length - 1`` scored positions.
-
-    >>> round(expected_window_accuracy_reference(32, 2, 0.97), 3)
-    0.207
-    """
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return float((seen * reader_accuracy + (length - 1 - seen) * 0.1) / (length - 1))
+def pooling_projection(length: int, rank: int) -> np.ndarray:
+    """``(rank, length)``: row ``r`` averages the ``length // rank`` tokens of segment ``r``."""
+    size = length // rank
+    return np.kron(np.eye(rank), np.full((1, size), 1.0 / size))
 
 
-def _without_ends(length: int, w: int, reader: float) -> float:
-    """The mistake of forgetting that a card near an end has fewer neighbours."""
-    seen = min(2 * w, length - 1)
-    return (seen * reader + (length - 1 - seen) * 0.1) / (length - 1)
-
-
-def _over_all_positions(length: int, w: int, reader: float) -> float:
-    """The mistake of averaging over all ``length`` positions, the card's own included."""
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return (seen * reader + (length - seen) * 0.1) / length
-
-
-def _no_guessing(length: int, w: int, reader: float) -> float:
-    """The mistake of scoring the positions out of reach as always wrong."""
-    card = np.arange(length)
-    seen = (np.minimum(card, w) + np.minimum(length - 1 - card, w)).mean()
-    return seen * reader / (length - 1)
-
-
-@exercise("15.1", "what a window can reach")
-def _check_expected_window_accuracy(expected_window_accuracy) -> None:
-    cases = [(32, 2, 0.97), (512, 2, 0.97), (10, 3, 1.0), (6, 1, 0.9), (8, 12, 0.95), (2, 1, 1.0)]
-    for length, w, reader in cases:
-        call = f"expected_window_accuracy({length}, {w}, {reader})"
-        got = float(expected_window_accuracy(length, w, reader))
-        want = expected_window_accuracy_reference(length, w, reader)
-        if np.isclose(got, want):
-            continue
-        expect(
-            not np.isclose(got, _without_ends(length, w, reader)),
-            "{call} = {got:.4f}: a card near an end has fewer than {two_w} neighbours within "
-            "{w}; average over the {length} positions the card can take.",
-            call=call,
-            got=got,
-            two_w=2 * w,
-            w=w,
+@exercise("15.1", "low-rank attention by hand")
+def _check_low_rank_by_hand(low_rank_by_hand) -> None:
+    rng = np.random.default_rng(1101)
+    projections = {"pooling": phrase("pooling projections"), "random": phrase("random projections")}
+    cases = [(16, 8, 4, 4, "pooling"), (32, 4, 6, 8, "random"), (12, 6, 3, 12, "random")]
+    cases += [(40, 16, 8, 5, "pooling"), (9, 2, 2, 1, "random"), (64, 8, 8, 16, "random")]
+    for length, d_k, d_v, rank, kind in cases:
+        q, k = rng.normal(0.0, 1.0, (2, length, d_k))
+        v = rng.normal(0.0, 1.0, (length, d_v))
+        if kind == "pooling":
+            e = f = pooling_projection(length, rank)
+        else:
+            e, f = rng.normal(0.0, length**-0.5, (2, rank, length))
+        call = phrase(
+            "low_rank_by_hand(q, k, v, projection_k, projection_v) with L={length}, "
+            "d_k={d_k}, d_v={d_v}, rank={rank} ({kind})",
             length=length,
+            d_k=d_k,
+            d_v=d_v,
+            rank=rank,
+            kind=projections[kind],
         )
+        args = (q.copy(), k.copy(), v.copy(), e.copy(), f.copy())
+        got = np.asarray(low_rank_by_hand(*args), dtype=float)
+        want = attn.low_rank_attention(q, k, v, e, f)[0]
         expect(
-            not np.isclose(got, _over_all_positions(length, w, reader)),
-            "{call} = {got:.4f}: the card with the answer is not scored at its own position; "
-            "average over the {others} other positions.",
+            got.shape != (rank, d_v) or rank == length,
+            "{call} has shape {got_shape}: one row per projected key. Only the keys and values "
+            "are projected; the {length} queries stay, so the output has shape {want_shape}.",
             call=call,
-            got=got,
-            others=length - 1,
+            got_shape=got.shape,
+            length=length,
+            want_shape=want.shape,
         )
-        expect(
-            not np.isclose(got, _no_guessing(length, w, reader)),
-            "{call} = {got:.4f}: out of reach the model still guesses, and a guess among ten "
-            "digits is right one time in ten.",
-            call=call,
-            got=got,
-        )
-        expect(False, "{call} = {got:.4f}; expected {want:.4f}.", call=call, got=got, want=want)
-
-
-# --------------------------------------------------------------------------- 15.2
-
-#: The models of exercise 15.2 (those whose answer is clear-cut at length 32, window 2).
-MODELS = (
-    "per-token FC",
-    "window FC",
-    "bi-GRU",
-    "attention with positions",
-    "attention without positions",
-    "truncated attention",
-)
-
-#: The tasks of exercise 15.2, and the models that can learn each one.
-CAN_LEARN = {
-    "A": {"bi-GRU", "attention with positions"},
-    "B": {"window FC", "bi-GRU", "attention with positions", "truncated attention"},
-    "C": {"bi-GRU", "attention with positions", "attention without positions"},
-    "D": set(MODELS),
-}
-
-_WHY = {
-    "A": phrase("the last card is up to 31 positions away, and only its position marks it"),
-    "B": phrase(
-        "the previous card is one position away, inside a window of 2, and it is on the left"
-    ),
-    "C": phrase("whether some card has the key 7 needs the whole sequence, but not its order"),
-    "D": phrase("a position's own card decides it"),
-}
-
-
-@exercise("15.2", "which model can learn it?")
-def _check_can_learn(answer) -> None:
-    expect(
-        isinstance(answer, dict) and set(answer) == set(CAN_LEARN),
-        "can_learn must be a dict with the keys {keys}; got {answer!r}.",
-        keys=sorted(CAN_LEARN),
-        answer=answer,
-    )
-    if any(answer[task] is None for task in CAN_LEARN):
-        raise NotImplementedError  # not every task is answered yet
-    for task, want in CAN_LEARN.items():
-        got = set(answer[task])
-        unknown = got - set(MODELS)
-        expect(
-            not unknown,
-            "Task {task}: unknown model names {unknown}; use {models}.",
-            task=task,
-            unknown=sorted(unknown),
-            models=MODELS,
-        )
-        for model in MODELS:
-            if (model in got) == (model in want):
-                continue
-            expect(
-                model in got,
-                "Task {task}: the {model} can learn it ({why}).",
-                task=task,
-                model=model,
-                why=_WHY[task],
-            )
-            expect(
-                False,
-                "Task {task}: the {model} cannot learn it ({why}).",
-                task=task,
-                model=model,
-                why=_WHY[task],
-            )
-
-
-# --------------------------------------------------------------------------- 15.3
-
-
-def accuracy_by_position_reference(predictions, labels) -> np.ndarray:
-    """(L,): the share of sequences whose prediction at each position is right."""
-    return (np.asarray(predictions) == np.asarray(labels)).mean(axis=0)
-
-
-@exercise("15.3", "accuracy by position")
-def _check_accuracy_by_position(accuracy_by_position) -> None:
-    rng = np.random.default_rng(1303)
-    for n, length in [(4, 5), (50, 32), (3, 3), (7, 1)]:
-        labels = rng.integers(0, 10, (n, length))
-        predictions = np.where(rng.random((n, length)) < 0.6, labels, (labels + 1) % 10)
-        call = f"accuracy_by_position(predictions {predictions.shape}, labels {labels.shape})"
-        got = np.asarray(accuracy_by_position(predictions, labels), dtype=float)
-        want = accuracy_by_position_reference(predictions, labels)
         expect(
             got.shape == want.shape,
-            "{call} has shape {got_shape}; one accuracy per position is {want_shape}: average "
-            "over the sequences (axis 0).",
+            "{call} has shape {got_shape}; expected {want_shape} (one output per query).",
             call=call,
             got_shape=got.shape,
             want_shape=want.shape,
         )
+        if np.allclose(got, want, atol=1e-10):
+            continue
+        wrong = {
+            "exact": attn.attention(q, k, v)[0],
+            "shared": attn.low_rank_attention(q, k, v, e, e)[0],
+            "unscaled": attn.low_rank_attention(q, k, v, e, f, scale=1.0)[0],
+            "rank": attn.low_rank_attention(q, k, v, e, f, scale=rank**-0.5)[0],
+        }
         expect(
-            np.allclose(got, want),
-            "{call} = {got}; expected {want}.",
+            not np.allclose(got, wrong["exact"], atol=1e-10),
+            "{call} equals exact attention: the keys must first be mixed down to `rank` rows, "
+            "projection_k @ k, and the values to projection_v @ v.",
             call=call,
-            got=got,
-            want=want,
         )
+        expect(
+            kind == "pooling" or not np.allclose(got, wrong["shared"], atol=1e-10),
+            "{call}: the values are projected with projection_v, not projection_k.",
+            call=call,
+        )
+        expect(
+            not np.allclose(got, wrong["unscaled"], atol=1e-10),
+            "{call}: the scores need the usual scale 1/sqrt(d_k), as in attention.",
+            call=call,
+        )
+        expect(
+            not np.allclose(got, wrong["rank"], atol=1e-10),
+            "{call}: the scale is 1/sqrt(d_k), the width of a key, not 1/sqrt(rank).",
+            call=call,
+        )
+        expect(
+            False,
+            "{call} gives the wrong numbers; compare with attn.low_rank_attention.",
+            call=call,
+        )
+
+
+# --------------------------------------------------------------------------- 15.2
+
+VARIANTS = ("exact", "truncated", "linear", "low-rank")
+
+
+def attention_madds_reference(length: int, d: int, window: int, rank: int) -> dict[str, int]:
+    """Multiply-adds of the matrix products of one head (``d_k = d_v = d``): exact
+    ``2 L² d``; truncated ``2 L (2w + 1) d`` (edges ignored); linear ``2 L d²``
+    (``φ(K)ᵀ V`` and ``φ(Q) S``); low-rank ``4 L r d`` (``E K``, ``F V``, the scores, the sum)."""
+    return {
+        "exact": 2 * length * length * d,
+        "truncated": 2 * length * (2 * window + 1) * d,
+        "linear": 2 * length * d * d,
+        "low-rank": 4 * length * rank * d,
+    }
+
+
+@exercise("15.2", "multiply-adds of each variant")
+def _check_attention_madds(attention_madds) -> None:
+    cases = [(4096, 64, 64, 64), (1024, 32, 8, 16), (100, 8, 3, 10), (6000, 64, 50, 256)]
+    cases += [(7, 5, 0, 1), (2048, 128, 16, 32)]
+    for length, d, window, rank in cases:
+        call = f"attention_madds(L={length}, d={d}, window={window}, rank={rank})"
+        got = attention_madds(length, d, window, rank)
+        expect(
+            isinstance(got, dict) and set(got) == set(VARIANTS),
+            "{call} must return a dict with the keys {variants}; got {got!r}.",
+            call=call,
+            variants=", ".join(map(repr, VARIANTS)),
+            got=got,
+        )
+        want = attention_madds_reference(length, d, window, rank)
+        for name in VARIANTS:
+            value = float(got[name])
+            if value == want[name]:
+                continue
+            hint = phrase(
+                "{call}[{name!r}] = {value:,.0f}, expected {want:,}.",
+                call=call,
+                name=name,
+                value=value,
+                want=want[name],
+            )
+            if name == "low-rank":
+                expect(
+                    value != 2 * length * rank * d,
+                    "{hint} Don't forget the projections E K and F V: r × L times L × d each.",
+                    hint=hint,
+                )
+            expect(
+                value != want[name] / 2,
+                "{hint} That counts one matrix product; attention has two (scores, then "
+                "the weighted sum of the values).",
+                hint=hint,
+            )
+            if name == "truncated":
+                expect(
+                    value != 2 * length * window * d and value != 4 * length * window * d,
+                    "{hint} A query sees 2w + 1 keys: w on each side and its own.",
+                    hint=hint,
+                )
+                expect(
+                    value != 2 * length * length * d,
+                    "{hint} That is dense attention with a mask: truncated attention never "
+                    "computes the scores outside the band.",
+                    hint=hint,
+                )
+            if name == "linear":
+                expect(
+                    value != 2 * length * length * d,
+                    "{hint} Linear attention never forms the L × L matrix: it computes "
+                    "S = φ(K)ᵀ V (d × d) once, then φ(Q) S.",
+                    hint=hint,
+                )
+            expect(False, "{hint}", hint=hint)
+
+
+# --------------------------------------------------------------------------- 15.3
+
+TASKS = ("smooth", "copy far", "global mean")
+
+#: Which variants can produce each task's outputs (with suitable queries and keys), at
+#: L = 4096 with window 64, the elu + 1 feature map (d = 64) and rank 64 (segment means).
+SOLVERS = {
+    "smooth": {"exact", "truncated"},
+    "copy far": {"exact"},
+    "global mean": {"exact", "linear", "low-rank"},
+}
+
+_WHY = {
+    ("smooth", "exact"): phrase(
+        "exact attention can put its weight on any keys, neighbours included"
+    ),
+    ("smooth", "truncated"): phrase("the 21 neighbours (±10) all lie inside the window of ±64"),
+    ("smooth", "linear"): phrase(
+        "every query would need its weight on its own 21 neighbours, a band of weights whose "
+        "rank is close to L = 4096; linear attention's weight matrix has rank at most d = 64"
+    ),
+    ("smooth", "low-rank"): phrase(
+        "with rank 64 every key is a mean over a segment of 64 tokens: a window of ±10 is "
+        "finer than the projection can see"
+    ),
+    ("copy far", "exact"): phrase("exact attention can put almost all its weight on one key"),
+    ("copy far", "truncated"): phrase(
+        "the token 2000 positions away lies outside the window of ±64"
+    ),
+    ("copy far", "linear"): phrase(
+        "each query would need a sharp peak on its own far key, a permutation of rank 4096; "
+        "linear attention's weight matrix has rank at most d = 64"
+    ),
+    ("copy far", "low-rank"): phrase(
+        "with rank 64 the value is averaged with 63 others in its segment; to pick one of L "
+        "values the rank must be L"
+    ),
+    ("global mean", "exact"): phrase("with q = 0 all scores are equal: uniform weights"),
+    ("global mean", "truncated"): phrase("a query sees at most 129 of the 4096 values"),
+    ("global mean", "linear"): phrase(
+        "with q = k = 0, φ(q) and φ(k) are all ones: every key gets the same weight"
+    ),
+    ("global mean", "low-rank"): phrase(
+        "uniform weights over the 64 segment means give the mean of all values exactly"
+    ),
+}
+
+
+@exercise("15.3", "which variant can do it?")
+def _check_which_variants(answer) -> None:
+    expect(
+        isinstance(answer, dict) and set(answer) == set(TASKS),
+        "answer must be a dict with the keys {tasks}; got {answer!r}.",
+        tasks=", ".join(map(repr, TASKS)),
+        answer=answer,
+    )
+    for task in TASKS:
+        chosen = answer[task]
+        expect(
+            isinstance(chosen, (set, frozenset, list, tuple)),
+            "answer[{task!r}] must be a set of variant names, such as {{'exact'}}.",
+            task=task,
+        )
+        chosen = set(chosen)
+        unknown = chosen - set(VARIANTS)
+        expect(
+            not unknown,
+            "answer[{task!r}] contains {unknown}; the variants are {variants}.",
+            task=task,
+            unknown=sorted(unknown),
+            variants=", ".join(map(repr, VARIANTS)),
+        )
+        for variant in VARIANTS:
+            if (variant in chosen) == (variant in SOLVERS[task]):
+                continue
+            expect(
+                variant not in SOLVERS[task],
+                "{task!r}: {variant} can do it: {why}.",
+                task=task,
+                variant=variant,
+                why=_WHY[task, variant],
+            )
+            expect(
+                False,
+                "{task!r}: {variant} cannot do it: {why}.",
+                task=task,
+                variant=variant,
+                why=_WHY[task, variant],
+            )
 
 
 # --------------------------------------------------------------------------- 15.4
 
-#: The length at which exercise 15.4 trains the bi-GRU on the reach task: the first card is at
-#: most 7 positions away, as in the lengths where the RNN lesson's GRU still succeeded.
-SHORTER_LENGTH = 8
-#: The lesson's budget: optimiser steps per training run.
-BUDGET_STEPS = 300
-#: A card's vector is the reader's ten probabilities for its key, then ten for its value.
-CARD_WIDTH, VALUE_DIGITS = 20, slice(10, 20)
+
+def reference_relative_errors(sharpness: float, length: int = 1024) -> dict[str, float]:
+    """Lesson 15's local task at a given sharpness: each approximation's mean absolute error,
+    relative to uniform attention's (window and rank 64)."""
+    position = attn.sinusoidal_positional_encoding(length, 64)
+    values = np.random.default_rng(0).normal(0.0, 1.0, (length, 64))
+    q = k = sharpness * position
+    exact, _ = attn.attention(q, k, values)
+    size = length // 64
+    projection = np.kron(np.eye(64), np.full((1, size), 1.0 / size))
+    outputs = {
+        "truncated": attn.truncated_attention(q, k, values, 64),
+        "linear": attn.linear_attention(q, k, values),
+        "low-rank": attn.low_rank_attention(q, k, values, projection)[0],
+    }
+    uniform = np.abs(values.mean(axis=0) - exact).mean()
+    return {name: float(np.abs(y - exact).mean() / uniform) for name, y in outputs.items()}
 
 
-@contextmanager
-def _watched_training():
-    """Record, inside the block, every optimiser step, the sequence length of every GRU call
-    (and whether gradients were on), and the last call of a model that maps cards
-    ``(N, L, 20)`` to ten scores per position: the cards and the scores."""
-    import torch  # only this checker needs PyTorch
-    from torch.nn.modules.module import register_module_forward_hook
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-
-    seen = {"steps": 0, "gru": [], "model": None}
-
-    def on_step(optimizer, args, kwargs):
-        seen["steps"] += 1
-
-    def on_forward(module, inputs, output):
-        x = inputs[0] if inputs and isinstance(inputs[0], torch.Tensor) else None
-        if x is None or x.ndim != 3:
-            return
-        if isinstance(module, torch.nn.GRU):
-            length = x.shape[1] if module.batch_first else x.shape[0]
-            seen["gru"].append((torch.is_grad_enabled(), length, module.bidirectional))
-        elif x.shape[-1] == CARD_WIDTH and isinstance(output, torch.Tensor):
-            if output.shape[:-1] == x.shape[:-1] and output.shape[-1] == 10:
-                seen["model"] = (x.detach(), output.detach())
-
-    step_hook = register_optimizer_step_post_hook(on_step)
-    forward_hook = register_module_forward_hook(on_forward)
-    try:
-        yield seen
-    finally:
-        step_hook.remove()
-        forward_hook.remove()
-
-
-def _first_card_agreement(cards, scores) -> float:
-    """How often the answers at positions 1, 2, ... name the value on card 0 (as the reader
-    reads it): the reach task's accuracy, re-measured from the model's own answers."""
-    first_value = cards[:, 0, VALUE_DIGITS].argmax(-1)
-    return float((scores[:, 1:].argmax(-1) == first_value[:, None]).float().mean())
-
-
-@exercise("15.4", "shorter sequences for the bi-GRU")
-def _check_gru_reach_accuracy(gru_reach_accuracy) -> None:
-    call = f"gru_reach_accuracy({SHORTER_LENGTH})"
-    with _watched_training() as seen:
-        got = gru_reach_accuracy(SHORTER_LENGTH)
-    expect(
-        np.ndim(got) == 0 and 0.0 <= float(got) <= 1.0,
-        "{call} returned {got!r}; return the test accuracy, one number between 0 and 1.",
-        call=call,
-        got=got,
-    )
-    got = float(got)
-    expect(
-        seen["steps"] > 0,
-        "{call} returned {got:.2f} without training anything: no optimiser took a step. "
-        "Train a new bi-GRU inside the function, then measure it.",
-        call=call,
-        got=got,
-    )
-    trained = {(length, both) for grad, length, both in seen["gru"] if grad}
-    expect(
-        any(both for _, both in trained),
-        '{call} trained no bidirectional GRU; build the model as SequenceReader("bi-GRU", length).',
-        call=call,
-    )
-    lengths = sorted({length for length, _ in trained})
-    expect(
-        lengths == [SHORTER_LENGTH],
-        "{call} trained the bi-GRU on sequences of {lengths} cards; train it on sequences of "
-        'the length asked for (training_batches("reach", length, 0, STEPS)).',
-        call=call,
-        lengths=lengths,
-    )
-    expect(
-        seen["steps"] == BUDGET_STEPS,
-        "{call} took {steps} optimiser steps; the lesson's budget is {budget}.",
-        call=call,
-        steps=seen["steps"],
-        budget=BUDGET_STEPS,
-    )
-    expect(
-        seen["model"] is not None and seen["model"][0].shape[1] == SHORTER_LENGTH,
-        "{call} did not test the model on sequences of {length} cards; test it on a test set "
-        "of the same length as its training.",
-        call=call,
-        length=SHORTER_LENGTH,
-    )
-    remeasured = _first_card_agreement(*seen["model"])
-    # The re-measure counts agreement with the reader's reading of card 0, the learner's
-    # accuracy the true digit: the two differ by about the reader's error rate (2.5 % in the
-    # lesson, at most 7 % by its assert). Counting the first card's own position as wrong
-    # turns an accuracy a into 7/8 a, which passes the mark of 0.8 below only if a > 0.914,
-    # and then lies more than 0.114 below the re-measure.
-    expect(
-        abs(got - remeasured) < 0.11,
-        "{call} returned {got:.2f}, but on the test sequences it was last run on, the model "
-        "names the value on the first card at {remeasured:.2f} of the scored positions. Return "
-        "the accuracy over the scored positions (the first card's own position is not scored).",
-        call=call,
-        got=got,
-        remeasured=remeasured,
-    )
-    expect(
-        got > 0.8,
-        "{call} = {accuracy:.2f}: with the first card at most {farthest} positions "
-        "away, the bi-GRU should find it within the lesson's budget. Did you train it on "
-        'sequences of that length (training_batches("reach", length, 0, STEPS)) and test it '
-        "on a test set of the same length?",
-        call=call,
-        accuracy=got,
-        farthest=SHORTER_LENGTH - 1,
-    )
+@exercise("15.4", "softer attention")
+def _check_relative_errors(relative_errors) -> None:
+    at_two = reference_relative_errors(2.0)  # (the value a learner gets by ignoring sharpness)
+    for sharpness in (0.5, 2.0):
+        call = f"relative_errors({sharpness})"
+        got = relative_errors(sharpness)
+        want = at_two if sharpness == 2.0 else reference_relative_errors(sharpness)
+        expect(
+            isinstance(got, dict) and set(got) == set(want),
+            "{call} should be a dict with the keys {keys}; got {got!r}.",
+            call=call,
+            keys=sorted(want),
+            got=got,
+        )
+        for name in want:
+            value = float(got[name])
+            expect(
+                not np.isclose(value, at_two[name], rtol=1e-6) or sharpness == 2.0,
+                "{call}[{name!r}] is the value at sharpness 2: pass the sharpness on, "
+                "local_inputs(1024, sharpness=sharpness).",
+                call=call,
+                name=name,
+            )
+            expect(
+                np.isclose(value, want[name], rtol=1e-6),
+                "{call}[{name!r}] = {value:.4f}, expected {want:.4f}: divide "
+                "mae(y, y_exact) by mae(uniform output, y_exact), with y_exact from "
+                "attn.attention(q, k, v) on local_inputs(1024, sharpness=sharpness).",
+                call=call,
+                name=name,
+                value=value,
+                want=want[name],
+            )
