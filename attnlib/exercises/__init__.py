@@ -223,6 +223,7 @@ from . import (  # noqa: E402, F401
     lesson07,
     lesson08,
     lesson09,
+    lesson10,
     lesson11,
     lesson12,
     lesson13,
