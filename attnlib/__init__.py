@@ -38,7 +38,8 @@ The other modules: ``attnlib.plot`` (figures), ``attnlib.data`` (small datasets,
 or shipped with a package: nothing is downloaded), ``attnlib.exercises`` (the answer checkers
 of the lessons), ``attnlib.progress`` (the progress bar of the lessons' training loops) and
 ``attnlib.bench`` (timing and peak-memory helpers; ``python -m attnlib.bench`` times attnlib
-against PyTorch's own kernels), ``attnlib.triton`` (FlashAttention as a Triton kernel, compiled
+against PyTorch's own kernels), ``attnlib.decoder`` (a small decoder-only language model that
+generates with a KV cache, full or a sliding window), ``attnlib.triton`` (FlashAttention as a Triton kernel, compiled
 on a GPU or run in Triton's interpreter on a CPU) and ``attnlib.distributed`` (ring attention
 across the processes of a ``torch.distributed`` group).
 """

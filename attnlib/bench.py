@@ -4,7 +4,7 @@ Absolute times depend on the machine and on what else it is doing; ratios betwee
 implementations timed side by side, on the same inputs, in the same process, in interleaved
 rounds, travel much better. Nothing here asserts a speed: the numbers are for reading.
 
-Five tables:
+Seven tables:
 
 1. **Dense attention** (B=1, H=8, L=1024, d=64, float32): attnlib's fast path against
    ``F.scaled_dot_product_attention``; attnlib's explicit path (which returns the weights) and
@@ -29,6 +29,12 @@ Five tables:
    ``attnlib.triton.flash_attention`` against ``F.scaled_dot_product_attention`` (B=1, H=8,
    d=64, float16, L = 1024 … 16384): forward and forward+backward times and their ratios,
    and the peak memory of forward+backward (the allocator's peak).
+6. **Decoding one token** (``attnlib.decoder.DecoderLM``: 4 layers, d=256, 8 query heads
+   sharing 2 key-value heads, untrained, float32; positions 128, 1024 and 4096): the token
+   run alone against a KV cache, against the whole sequence recomputed, and their ratio.
+7. **Flash-Decoding on a GPU** (CUDA only): ``attnlib.triton.flash_decode`` with its
+   default number of key chunks against one chunk per key-value head (B=1, 32 query heads
+   sharing 8 key-value heads, d=128, float16, cache lengths 4096 … 131072).
 
 Run it from a shell::
 
@@ -78,6 +84,9 @@ __all__ = [
     "triton_skip_reason",
     "triton_calls",
     "triton_table",
+    "decode_calls",
+    "decode_table",
+    "split_k_table",
 ]
 
 FULL = {
@@ -87,6 +96,8 @@ FULL = {
     "tiled_memory_length": 32768,
     "encoder": (8, 512, 256),  # B, L, d
     "triton_lengths": (1024, 2048, 4096, 8192, 16384),  # CUDA only
+    "decode_positions": (128, 1024, 4096),
+    "split_k_lengths": (4096, 32768, 131072),  # CUDA only
     "repeats": 10,
     "least_seconds": 0.2,  # the shortest measurement (``timed_rounds``)
 }
@@ -97,6 +108,8 @@ QUICK = {
     "tiled_memory_length": 2048,
     "encoder": (2, 64, 64),
     "triton_lengths": (1024, 2048),
+    "decode_positions": (64, 256),
+    "split_k_lengths": (4096,),
     "repeats": 3,
     "least_seconds": 0.0,
 }
@@ -693,12 +706,96 @@ def triton_table(lengths, repeats: int, device: torch.device, least: float = 0.0
     return lines
 
 
+# --------------------------------------------------------------------------- decoding
+
+#: The decoder the decoding rows time: 4 layers of width 256, 8 heads sharing 2 key-value heads.
+DECODER = {"vocab_size": 256, "d_model": 256, "num_heads": 8, "num_layers": 4, "num_kv_heads": 2}
+
+
+def decode_calls(position: int, device: torch.device) -> dict[str, Callable[[], object]]:
+    """The two ways to get the next token's logits at ``position`` with an untrained
+    ``attnlib.decoder.DecoderLM`` (``DECODER``), float32 on ``device``, each a function of no
+    arguments: "cached" runs the token alone against a KV cache that holds the ``position``
+    tokens before it (reset after every call), "recomputed" runs all ``position + 1`` tokens.
+
+    >>> sorted(decode_calls(8, torch.device("cpu")))
+    ['cached', 'recomputed']
+    """
+    from .decoder import DecoderLM  # here: the other tables do not need it
+
+    model = DecoderLM(**DECODER, seed=0).to(device).eval()
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, DECODER["vocab_size"], (1, position + 1), generator=generator)
+    tokens = tokens.to(device)
+    cache = model.new_cache(batch=1, capacity=position + 1)
+    with torch.no_grad():
+        model(tokens[:, :position], cache)
+
+    @torch.no_grad()
+    def cached():
+        cache.crop(position)
+        return model(tokens[:, position:], cache)
+
+    @torch.no_grad()
+    def recomputed():
+        return model(tokens)
+
+    return {"cached": cached, "recomputed": recomputed}
+
+
+def decode_table(positions, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
+    """Table 6: the time of one generated token at each of ``positions``, decoded against a
+    KV cache and recomputed from scratch, and their ratio (``decode_calls``)."""
+    config = ", ".join(f"{name}={value}" for name, value in DECODER.items())
+    lines = [
+        f"Decoding one token (attnlib.decoder.DecoderLM, {config}, float32): KV cache vs recompute",
+        f"  {'position':>8}{'cached ms':>11}{'recomputed ms':>15}{'recomputed / cached':>22}",
+    ]
+    for position in positions:
+        rounds = timed_rounds(decode_calls(position, device), repeats, device, least=least)
+        times = medians(rounds)
+        lines.append(
+            f"  {position:>8}{times['cached'] * 1e3:>11.2f}{times['recomputed'] * 1e3:>15.2f}"
+            f"{spread(rounds['recomputed'] / rounds['cached'], 1):>22}"
+        )
+    return lines
+
+
+def split_k_table(lengths, repeats: int, device: torch.device, least: float = 0.0) -> list[str]:
+    """Table 7, on a CUDA GPU: ``attnlib.triton.flash_decode`` with its default number of
+    key chunks (split-K, Flash-Decoding) against one chunk (one program per key-value head,
+    as FlashAttention-2 would run it), one query per sequence, B=1, 32 query heads sharing 8
+    key-value heads, d=128, float16, at each cache length of ``lengths``. Elsewhere one line
+    that says why it is skipped."""
+    title = "Flash-Decoding (attnlib.triton.flash_decode): split-K vs one chunk, B=1, H=32/8, d=128"
+    reason = triton_skip_reason(device)
+    if reason is not None:
+        return [f"{title}: skipped ({reason})"]
+    from . import triton as attn_triton
+
+    lines = [title, f"  {'L_k':>7}{'split ms':>10}{'one chunk ms':>14}{'one / split':>20}"]
+    for length in lengths:
+        q = torch.randn(1, 32, 1, 128, device=device, dtype=torch.float16)
+        k, v = (torch.randn(1, 8, length, 128, device=device, dtype=torch.float16) for _ in "kv")
+        calls = {
+            "split": functools.partial(attn_triton.flash_decode, q, k, v),
+            "one": functools.partial(attn_triton.flash_decode, q, k, v, splits=1),
+        }
+        rounds = timed_rounds(calls, repeats, device, least=least)
+        times = medians(rounds)
+        lines.append(
+            f"  {length:>7}{times['split'] * 1e3:>10.3f}{times['one'] * 1e3:>14.3f}"
+            f"{spread(rounds['one'] / rounds['split'], 1):>20}"
+        )
+    return lines
+
+
 # --------------------------------------------------------------------------- main
 
 
 def main(argv: list[str] | None = None) -> None:
     """The command line, ``python -m attnlib.bench [--quick] [--device DEVICE]``: prints the
-    five tables."""
+    seven tables."""
     parser = argparse.ArgumentParser(
         prog="python -m attnlib.bench", description=__doc__.split("\n")[0]
     )
@@ -724,8 +821,10 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(tiled_table(*lengths, repeats, device, least)))
     print("\n".join(encoder_table(*sizes["encoder"], repeats, device, least)))
     print("\n".join(triton_table(sizes["triton_lengths"], repeats, device, least)))
+    print("\n".join(decode_table(sizes["decode_positions"], repeats, device, least)))
+    print("\n".join(split_k_table(sizes["split_k_lengths"], repeats, device, least)))
     print(
-        "Times: medians of interleaved rounds, each measurement the median of back-to-back calls "
+        "Times: medians of interleaved rounds, each measurement the fastest of back-to-back calls "
         f"lasting {least} s or more; ratios: the median [smallest–largest] of the ratios taken "
         "round by round. Memory: one call in a fresh process."
     )

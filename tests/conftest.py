@@ -123,6 +123,7 @@ EXPECTED_SECONDS = {
     "the built book": 100,
     "tests/test_fresh_learner.py": 94,
     "[05_positional_encoding]": 82,
+    "[10_attention_at_inference]": 58,
     "[08_truncated_self_attention]": 53,
     "[09_flash_attention]": 52,
     "[15_efficient_attention]": 46,

@@ -39,6 +39,9 @@ def test_quick_bench_reports_every_row():
         "forward (eval, no grad)",
         "ratio [min–max]",
         "forward+backward (train)",
+        "KV cache vs recompute",
+        "recomputed / cached",
+        "Flash-Decoding (attnlib.triton.flash_decode): split-K vs one chunk",
     ):
         assert row in out, out
     band_rows = [
