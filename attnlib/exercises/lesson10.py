@@ -203,11 +203,10 @@ def _check_window_experiment(answer) -> None:
         )
         losses[window] = float(loss)
     expect(
-        losses[8] > losses[128],
-        "window_loss(8, 0) = {short:.3f} is not above window_loss(128, 0) = {long:.3f}: use "
-        "the window you are given, model(tokens, window=window, sinks=sinks).",
-        short=losses[8],
-        long=losses[128],
+        max(losses.values()) - min(losses.values()) > 1e-9,
+        "window_loss gave the same loss for every window ({loss:.3f}): use the window you are "
+        "given, model(long_x, window=window, sinks=sinks).",
+        loss=losses[8],
     )
     best = min(losses.values())
     want = min(w for w, loss in losses.items() if loss <= best + 0.05)
