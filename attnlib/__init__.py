@@ -39,9 +39,10 @@ or shipped with a package: nothing is downloaded), ``attnlib.exercises`` (the an
 of the lessons), ``attnlib.progress`` (the progress bar of the lessons' training loops) and
 ``attnlib.bench`` (timing and peak-memory helpers; ``python -m attnlib.bench`` times attnlib
 against PyTorch's own kernels), ``attnlib.decoder`` (a small decoder-only language model that
-generates with a KV cache, full or a sliding window), ``attnlib.triton`` (FlashAttention as a Triton kernel, compiled
-on a GPU or run in Triton's interpreter on a CPU) and ``attnlib.distributed`` (ring attention
-across the processes of a ``torch.distributed`` group).
+generates with a KV cache, full or a sliding window), ``attnlib.triton`` (FlashAttention as a
+Triton kernel, compiled on a GPU or run in Triton's interpreter on a CPU) and
+``attnlib.distributed`` (ring attention across the processes of a ``torch.distributed``
+group).
 """
 
 __version__ = "0.1.0"

@@ -43,6 +43,7 @@ __all__ = [
     "DATE_FORMATS",
     "digit_images",
     "karate_club",
+    "dataset_descriptions",
     "CARD_TASKS",
     "EMPTY",
     "UNSCORED",

@@ -111,7 +111,9 @@ def run_decode_kernel(kernel, q, k, v, block_k: int = 16):
 
     from .. import triton as flash
 
-    triton = flash._triton()
+    flash.interpreting()  # imports Triton as attnlib.triton does: without a GPU, interpreted
+    import triton
+
     batch, q_heads, _, head_dim = q.shape
     kv_heads, length = k.shape[1], k.shape[2]
     padded = []
