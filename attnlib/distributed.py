@@ -68,8 +68,9 @@ output and log-sum-exp into the running result with the same online-softmax merg
 that a backward step then sends three times a forward step's bytes.
 
 **Starting processes.** ``launch(fn, P, *args)`` starts ``P`` local processes joined in a
-``gloo`` group on 127.0.0.1 and returns what ``fn(*args)`` returned in each, rank by rank
-(from a notebook too: see ``launch`` for which functions it can run on which system).
+``gloo`` group that talks over the loopback interface only, and returns what ``fn(*args)``
+returned in each, rank by rank (from a notebook too: see ``launch`` for which functions it
+can run on which system).
 ``python -m attnlib.distributed`` checks ring attention against dense attention, in local
 processes or under ``torchrun`` (``main``).
 
@@ -88,8 +89,10 @@ import math
 import os
 import pickle
 import queue
+import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -423,11 +426,16 @@ def ring_attention(
     True
     """
     fn = "ring_attention"
-    _check_ring_input(fn, q, k, v, layout, group)
-    _checks.require_flag(fn, "causal", causal)
-    scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+    _require_group(fn, group)
+    try:  # this process's own checks; their outcome is shared, so that all raise or none
+        _check_ring_input(fn, q, k, v, layout, group)
+        _checks.require_flag(fn, "causal", causal)
+        scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+        failure = None
+    except (TypeError, ValueError) as error:
+        failure = (type(error).__name__, str(error))
+    _check_same_everywhere(fn, q, k, v, causal, layout, scale, group, failure)
     ring = Ring(group)
-    _check_same_everywhere(fn, q, k, v, causal, layout, scale, group)
     plan = ring_plan(ring.rank, ring.size, q.shape[-2] * ring.size, layout, causal)
     stats = RingStats() if stats is None else stats
     if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
@@ -437,8 +445,8 @@ def ring_attention(
     return out.reshape(*q.shape[:-1], v.shape[-1])
 
 
-def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
-    """This process's own checks: tensors, shapes, dtypes, values, layout, a group."""
+def _require_group(fn: str, group) -> None:
+    """A RuntimeError if this process is in no process group (then there is no one to tell)."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
             f"{fn}: no torch.distributed process group is initialised in this process; call "
@@ -447,6 +455,10 @@ def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
         )
     if group is not None and dist.get_rank(group) < 0:
         raise ValueError(f"{fn}: this process (rank {dist.get_rank()}) is not in group")
+
+
+def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
+    """This process's own checks: tensors, shapes, dtypes, values, layout."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}")
@@ -462,22 +474,31 @@ def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
     )
 
 
-def _check_same_everywhere(fn: str, q, k, v, causal, layout, scale, group) -> None:
-    """Every process of the group holds shards of one shape and dtype and asks for the same
-    attention; else a ValueError in all of them, naming what each process holds. It costs an
-    ``all_gather_object`` (a pickle and a collective; under ``nccl`` a wait for the GPU) on
-    every call: a check for learners, which a production ring leaves out."""
-    mine = (
-        tuple(q.shape),
-        tuple(k.shape),
-        tuple(v.shape),
-        str(q.dtype),
+def _check_same_everywhere(fn: str, q, k, v, causal, layout, scale, group, failure) -> None:
+    """Every process of the group passed its own checks (``failure``: None, or the name and
+    message of the error it raised), holds shards of one shape and dtype and asks for the same
+    attention; else an error in all of them: a process's own, or a ValueError or TypeError that
+    names the process that failed, or what each process holds. Without this, a process whose
+    input failed would raise alone while the others waited for it in the ring until their
+    timeout. It costs an ``all_gather_object`` (a pickle and a collective; under ``nccl`` a
+    wait for the GPU) on every call: a check for learners, which a production ring leaves out."""
+    mine = tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in (q, k, v)) + (
+        str(getattr(q, "dtype", None)),
         bool(causal),
         layout,
         scale,
     )
     everyone = [None] * dist.get_world_size(group)
-    dist.all_gather_object(everyone, mine, group=group)
+    dist.all_gather_object(everyone, (failure, mine), group=group)
+    if failure is not None:
+        raise {"TypeError": TypeError}.get(failure[0], ValueError)(failure[1])
+    failed = [(rank, error) for rank, (error, _) in enumerate(everyone) if error is not None]
+    if failed:
+        rank, (kind, message) = failed[0]
+        raise {"TypeError": TypeError}.get(kind, ValueError)(
+            f"{fn}: process {rank} could not start the ring, so no process can: {message}"
+        )
+    everyone = [held for _, held in everyone]
     if all(theirs == mine for theirs in everyone):
         return
     held = "; ".join(
@@ -612,12 +633,16 @@ def launch(
     RuntimeError carries its traceback; if they have not all answered after ``timeout``
     seconds (a hang), they are stopped and a TimeoutError says which did not answer.
 
-    Process 0 listens for the others on 127.0.0.1, at a port that was free a moment before
-    (``free_port``; ``MASTER_ADDR`` and ``MASTER_PORT`` are set in every process). The group
-    is made in the new processes only: this one holds no part of it, so that nothing of it is
-    copied half-working into a forked process. ``backend``: ``"gloo"`` (CPU tensors) or
-    ``"nccl"`` (process ``r`` uses GPU ``r mod #GPUs``; NCCL needs one GPU per process, and
-    CUDA cannot be used in a forked process: spawn is the default then).
+    The processes find each other through a file in a new temporary folder
+    (``torch.distributed.FileStore``), not a TCP port: no port to collide with another
+    program's, and nothing that listens on the network for the meeting itself. ``gloo`` then
+    connects the processes over the loopback interface only (``GLOO_SOCKET_IFNAME``, set in
+    each process to the interface of 127.0.0.1 where the system names one). The group is made
+    in the new processes only: this one holds no part of it, so that nothing of it is copied
+    half-working into a forked process. ``backend``: ``"gloo"`` (CPU tensors) or ``"nccl"``
+    (process ``r`` uses GPU ``r``: a ValueError if there are more processes than GPUs; CUDA
+    cannot be used in a forked process, so spawn is the default then). On Linux a process
+    dies with the one that launched it, even when that one is killed (``_die_with_parent``).
 
     ``start_method`` (``default_start_method``): ``"fork"`` copies this process, so ``fn`` can
     be any function, one defined in a notebook cell included; each process then computes on one
@@ -633,23 +658,33 @@ def launch(
     """
     _checks.require_positive_int("launch", "world_size", world_size)
     _checks.check_choice("launch", "backend", backend, ("gloo", "nccl"))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend == "nccl" and world_size > gpus:
+        raise ValueError(
+            f"launch: backend='nccl' needs one GPU per process; got world_size={world_size} "
+            f"with {gpus} GPU(s) here. Use fewer processes, or backend='gloo' on the CPU"
+        )
     method = start_method or ("spawn" if backend == "nccl" else default_start_method())
     for attempt in range(1, GROUP_ATTEMPTS + 1):
-        job = Job(fn, args, kwargs, world_size, free_port(), backend, timeout, method)
-        try:
-            return _launch_once(job)
-        except GroupNotFormed as failure:
-            if attempt == GROUP_ATTEMPTS:
-                raise RuntimeError(
-                    f"launch: the {world_size} processes could not form a group "
-                    f"({GROUP_ATTEMPTS} attempts); the last error:\n{failure}"
-                ) from failure
+        with tempfile.TemporaryDirectory(prefix="attnlib-launch-") as folder:
+            job = Job(
+                fn, args, kwargs, world_size, rendezvous_file(folder), backend, timeout, method
+            )
+            try:
+                return _launch_once(job)
+            except GroupNotFormed as failure:
+                last_failure = failure
+        if attempt == GROUP_ATTEMPTS:
+            raise RuntimeError(
+                f"launch: the {world_size} processes could not form a group "
+                f"({GROUP_ATTEMPTS} attempts); the last error:\n{last_failure}"
+            ) from last_failure
 
 
 #: How many times ``launch`` starts the processes again when they fail to form their group:
 #: gloo's connections between processes fail now and then, rarely (about 1 launch in 50 on the
 #: 2-core machine, ``Connection closed by peer`` in ``connectFullMesh``; PyTorch's own test
-#: suite has met it too), and the port picked may be taken in between.
+#: suite has met it too).
 GROUP_ATTEMPTS = 3
 
 
@@ -676,11 +711,40 @@ def _launch_once(job: Job) -> list:
     return results
 
 
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that no program listens on now (the system picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def rendezvous_file(folder: str) -> str:
+    """The file in ``folder`` through which the processes of one launch find each other
+    (``torch.distributed.FileStore``); a new folder for every attempt."""
+    return os.path.join(folder, "rendezvous")
+
+
+def open_rendezvous(path: str, world_size: int) -> dist.Store:
+    """The store of one launch's processes: a ``FileStore`` on ``path``, which every process
+    opens (nothing listens on a port for it)."""
+    return dist.FileStore(path, world_size)
+
+
+def loopback_interface() -> str | None:
+    """The name of the network interface of 127.0.0.1 (``lo`` on Linux, ``lo0`` on macOS),
+    or None where the system does not list its interfaces by name."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except (AttributeError, OSError):  # Windows without if_nameindex
+        return None
+    return next((name for name in ("lo", "lo0") if name in names), None)
+
+
+def _die_with_parent(parent: int) -> None:
+    """On Linux, ask the kernel to end this process when its parent ends, however the parent
+    ends (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); if the parent has already gone, end now.
+    Elsewhere nothing: there a process of ``launch`` ends only when its parent exits normally
+    (``daemon=True``) or when ``launch`` stops it."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the request took hold
+        os._exit(1)
 
 
 @dataclass
@@ -691,10 +755,11 @@ class Job:
     args: tuple
     kwargs: dict
     world_size: int
-    port: int  # where process 0 listens for the others, on 127.0.0.1
+    rendezvous: str  # the file through which the processes find each other (FileStore)
     backend: str
     timeout: float
     start_method: str
+    parent: int = field(default_factory=os.getpid)  # the process that launched them
 
 
 def _start(process, job: Job) -> None:
@@ -714,15 +779,19 @@ def _start(process, job: Job) -> None:
 def _run_in_group(rank: int, job: Job, answers) -> None:
     """One process of ``launch``: join the group, run the call, send back its result (pickled
     here, so that tensors travel by value) or the traceback (and whether it had joined)."""
+    _die_with_parent(job.parent)
     forked = job.start_method == "fork"  # then one thread: OpenMP's do not survive a fork
     torch.set_num_threads(1 if forked else max(1, (os.cpu_count() or 1) // job.world_size))
     joined = False
     try:
         if job.backend == "nccl":
-            torch.cuda.set_device(rank % torch.cuda.device_count())
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(job.port))
+            torch.cuda.set_device(rank)
+        loopback = loopback_interface()
+        if job.backend == "gloo" and loopback is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = loopback  # gloo's connections: 127.0.0.1 only
         dist.init_process_group(
             job.backend,
+            store=open_rendezvous(job.rendezvous, job.world_size),
             rank=rank,
             world_size=job.world_size,
             timeout=timedelta(seconds=job.timeout),

@@ -10,8 +10,11 @@ because fork copies them; only the test of spawn needs functions of attnlib's ow
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -254,21 +257,129 @@ def test_launch_times_out_on_a_hang():
     assert time.monotonic() - start < 10
 
 
+def refuse_broken_files(path, world_size):
+    """``open_rendezvous`` as it fails in a process that cannot join its group."""
+    if "broken" in path:
+        raise ConnectionError(f"cannot join through {path}")
+    return dist.FileStore(path, world_size)
+
+
 def test_launch_starts_again_when_the_processes_cannot_form_a_group(monkeypatch):
-    """Process 0 cannot listen on a port that another socket holds: the group does not form,
-    and launch starts the processes again on another port, three times at most."""
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        taken = busy.getsockname()[1]
-        ports = iter([taken, ad.free_port()])
-        monkeypatch.setattr(ad, "free_port", lambda: next(ports))
-        assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]  # on the second port
-        monkeypatch.setattr(ad, "free_port", lambda: taken)
-        with pytest.raises(
-            RuntimeError, match=r"could not form a group \(3 attempts\)(.|\n)*EADDRINUSE"
-        ):
-            ad.launch(dist.get_rank, 2, timeout=TIMEOUT)
+    """The processes fail to join their group: launch starts them again with a new
+    rendezvous file, three times at most."""
+    monkeypatch.setattr(ad, "open_rendezvous", refuse_broken_files)
+    real = ad.rendezvous_file
+    names = iter(["broken", "fine"])
+    monkeypatch.setattr(ad, "rendezvous_file", lambda folder: real(folder) + next(names))
+    assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]  # at the second attempt
+    monkeypatch.setattr(ad, "rendezvous_file", lambda folder: real(folder) + "broken")
+    with pytest.raises(
+        RuntimeError, match=r"could not form a group \(3 attempts\)(.|\n)*cannot join through"
+    ):
+        ad.launch(dist.get_rank, 2, timeout=TIMEOUT)
+
+
+def listening_addresses():
+    """The local addresses of the TCP sockets on which this process listens (Linux)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the descriptor that listed the folder, closed since
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    addresses = []
+    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                host = bytes.fromhex(fields[1].split(":")[0])
+                addresses.append(socket.inet_ntop(
+                    socket.AF_INET if size == 4 else socket.AF_INET6,
+                    host[::-1] if size == 4 else b"".join(
+                        host[i : i + 4][::-1] for i in range(0, 16, 4)
+                    ),
+                ))  # fmt: skip
+    dist.barrier()  # every process's sockets are open while the others look
+    return addresses
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
+def test_the_processes_listen_on_the_loopback_interface_only():
+    """No store listens for the rendezvous (a file does), and gloo's own connections listen
+    on 127.0.0.1: nothing of a launch can be reached from another computer."""
+    for addresses in ad.launch(listening_addresses, 2, timeout=TIMEOUT):
+        assert addresses and all(a in ("127.0.0.1", "::1") for a in addresses), addresses
+
+
+def bad_input_in_process_1_only():
+    x = torch.randn(1, 4, 2)
+    if dist.get_rank() == 1:
+        x[0, 0, 0] = math.nan
+    try:
+        ad.ring_attention(x, x, x)
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def test_a_check_that_fails_in_one_process_raises_in_every_process():
+    """Process 1's input holds a NaN: it raises, and process 0, whose input is fine, raises
+    too (naming process 1) instead of waiting for it in the ring until the timeout."""
+    start = time.monotonic()
+    errors = ad.launch(bad_input_in_process_1_only, 2, timeout=TIMEOUT)
+    assert "NaN" in errors[1] and errors[1].startswith("ring_attention:")
+    assert errors[0].startswith("ring_attention: process 1 could not start the ring")
+    assert "NaN" in errors[0]
+    assert time.monotonic() - start < 20
+
+
+def test_nccl_needs_a_gpu_per_process():
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match=rf"one GPU per process; got world_size={gpus + 1}"):
+        ad.launch(dist.get_rank, gpus + 1, backend="nccl")
+
+
+PARENT = """
+import os, sys, time
+import torch.distributed as dist
+from attnlib.distributed import launch
+
+def report_and_wait(folder):
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    time.sleep(120)
+
+launch(report_and_wait, 2, sys.argv[1], timeout=300)
+"""
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie, ended but not yet
+    collected by its new parent, counts as ended)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl: Linux only")
+def test_the_processes_die_with_the_process_that_launched_them(tmp_path):
+    """Kill the launching process outright (SIGKILL: no cleanup runs in it): its processes
+    end too, instead of living on as orphans."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path)])
+    deadline = time.monotonic() + TIMEOUT
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    children = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(children) == 2
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in children):
+        assert time.monotonic() < deadline, "a process outlived its parent"
+        time.sleep(0.1)
 
 
 def test_spawn_needs_a_function_it_can_import():
