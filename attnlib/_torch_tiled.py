@@ -240,11 +240,12 @@ def tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
                 bias = biases(seqs, group, tile)
                 scores = tile_scores(q_blocks, k_windows, bias, base_2_scale, scratch)
                 weights = scores.sub_(shift).exp2_()
-                grad_scores = torch.bmm(d_out, v_windows, out=scratch("grad_scores", scores.shape))
-                grad_scores.sub_(row_delta).mul_(weights)
-                grad_q_blocks.baddbmm_(grad_scores, k_windows.mT)
-                add_to_keys(grad_v_s, tile, weights.mT @ d_out, before)
-                add_to_keys(grad_k_s, tile, grad_scores.mT @ q_blocks, before)
+                grad_k_tile, grad_v_tile = tile_gradients(
+                    weights, q_blocks, k_windows, v_windows, d_out, row_delta, grad_q_blocks,
+                    scratch("grad_scores", scores.shape),
+                )  # fmt: skip
+                add_to_keys(grad_v_s, tile, grad_v_tile, before)
+                add_to_keys(grad_k_s, tile, grad_k_tile, before)
             grad_q[seqs, group.start : group.stop] = drop_padding(grad_q_blocks, group)
     length = k.shape[-2]
     return (
@@ -252,6 +253,25 @@ def tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
         grad_k[:, before : before + length] * scale,
         grad_v[:, before : before + length],
     )
+
+
+def tile_gradients(weights, q_rows, k_t, v_t, d_out, row_delta, grad_q, grad_scores=None):
+    r"""One tile's share of the backward pass, before the scale ``s``: with the tile's
+    weights ``W = 2^{S − lse}`` ``(M, size, span)``, its query rows ``q_rows`` and output
+    gradients ``d_out`` ``(M, size, d)``, its keys and values transposed, ``k_t`` and ``v_t``
+    ``(M, d, span)``, and ``row_delta`` ``D = rowsum(dO ∘ O)`` ``(M, size, 1)``,
+
+    .. math:: dS = W \circ (dO\,V^\top - D), \quad dQ \mathrel{+}= dS\,K, \quad
+              dK_{\text{tile}} = dS^\top Q, \quad dV_{\text{tile}} = W^\top dO .
+
+    ``grad_q`` ``(M, size, d)`` is added to in place; returns ``(dK_tile (M, span, d),
+    dV_tile (M, span, d_v))``, for the caller to add to the rows the tile's keys came from.
+    ``grad_scores``: tile-sized memory to write ``dS`` into (None: allocated). The tiled
+    backward pass and each step of ``attnlib.distributed``'s ring share it."""
+    grad_scores = torch.bmm(d_out, v_t, out=grad_scores)
+    grad_scores.sub_(row_delta).mul_(weights)
+    grad_q.baddbmm_(grad_scores, k_t.mT)
+    return grad_scores.mT @ q_rows, weights.mT @ d_out
 
 
 def padded_zeros(x: torch.Tensor, plan, dtype: torch.dtype) -> torch.Tensor:

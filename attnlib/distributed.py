@@ -106,7 +106,7 @@ from torch.autograd.function import once_differentiable
 
 from . import _checks, bench
 from . import torch as attn
-from ._torch_tiled import LOG2_E, OnlineSoftmax, working_dtype
+from ._torch_tiled import LOG2_E, OnlineSoftmax, tile_gradients, working_dtype
 
 __all__ = [
     "LAYOUTS",
@@ -590,11 +590,12 @@ def ring_backward(q, k, v, grad_out, out, logsumexp, plan, scale, ring, stats):
             rows, key_rows = tile.query_rows, tile.key_rows
             scores = _scores(queries[:, rows], keys[:, key_rows], tile, base_2_scale)
             weights = scores.sub_(logsumexp[:, rows]).exp2_()  # W = 2^(S − lse)
-            grad_scores = torch.bmm(d_out[:, rows], values[:, key_rows].mT)
-            grad_scores.sub_(delta[:, rows]).mul_(weights)  # dS = W ∘ (dO Vᵀ − D)
-            grad_q[:, rows] += grad_scores @ keys[:, key_rows]
-            grad_k[:, key_rows] += grad_scores.mT @ queries[:, rows]
-            grad_v[:, key_rows] += weights.mT @ d_out[:, rows]
+            grad_k_tile, grad_v_tile = tile_gradients(  # the tiled backward's, tile by tile
+                weights, queries[:, rows], keys[:, key_rows].mT, values[:, key_rows].mT,
+                d_out[:, rows], delta[:, rows], grad_q[:, rows],
+            )  # fmt: skip
+            grad_k[:, key_rows] += grad_k_tile
+            grad_v[:, key_rows] += grad_v_tile
         if carried is not None:  # the sums for this key shard, from the previous process
             sum_k, sum_v = carried.wait()
             grad_k += sum_k
