@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from attnlib import distributed as ad
 from attnlib import torch as attn
+from attnlib.distributed import launcher
 
 TIMEOUT = 60.0  # seconds: a hang fails the test instead of blocking the run
 BATCH, HEADS, LENGTH, DIM = 1, 2, 24, 8  # L = 24 divides into 2P chunks for P = 2, 3 and 4
@@ -267,12 +268,12 @@ def refuse_broken_files(path, world_size):
 def test_launch_starts_again_when_the_processes_cannot_form_a_group(monkeypatch):
     """The processes fail to join their group: launch starts them again with a new
     rendezvous file, three times at most."""
-    monkeypatch.setattr(ad, "open_rendezvous", refuse_broken_files)
-    real = ad.rendezvous_file
+    monkeypatch.setattr(launcher, "open_rendezvous", refuse_broken_files)
+    real = launcher.rendezvous_file
     names = iter(["broken", "fine"])
-    monkeypatch.setattr(ad, "rendezvous_file", lambda folder: real(folder) + next(names))
+    monkeypatch.setattr(launcher, "rendezvous_file", lambda folder: real(folder) + next(names))
     assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]  # at the second attempt
-    monkeypatch.setattr(ad, "rendezvous_file", lambda folder: real(folder) + "broken")
+    monkeypatch.setattr(launcher, "rendezvous_file", lambda folder: real(folder) + "broken")
     with pytest.raises(
         RuntimeError, match=r"could not form a group \(3 attempts\)(.|\n)*cannot join through"
     ):
