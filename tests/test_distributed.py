@@ -24,6 +24,7 @@ import torch.distributed as dist
 from attnlib import distributed as ad
 from attnlib import torch as attn
 from attnlib.distributed import launcher
+from attnlib.distributed import ring as ring_module
 
 TIMEOUT = 60.0  # seconds: a hang fails the test instead of blocking the run
 BATCH, HEADS, LENGTH, DIM = 1, 2, 24, 8  # L = 24 divides into 2P chunks for P = 2, 3 and 4
@@ -400,3 +401,28 @@ def test_command_line_check(capsys):
     out = capsys.readouterr().out
     assert "passed: every error below 1e-10 (float64)" in out
     assert out.count("\n") == 1 + 4 * 2 + 1  # a header, 4 checks × 2 processes, the verdict
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ad.LAYOUTS)
+def test_each_step_runs_in_blocks_and_still_equals_dense_attention(monkeypatch, causal, layout):
+    """With blocks of 5 (FlashAttention inside each ring step, blocks that do not divide the
+    chunks of 12), outputs and gradients still equal dense attention's, in float64."""
+    monkeypatch.setattr(ring_module, "BLOCK", 5)  # the forked processes inherit it
+    results = ad.launch(
+        ad.compare_with_dense, 2, length=48, causal=causal, layout=layout, timeout=TIMEOUT
+    )
+    assert all(max(r["errors"].values()) < 1e-10 for r in results)
+
+
+def test_tile_blocks_cover_the_tile_and_skip_what_the_mask_hides():
+    tile = ad.Tile((10, 23), (4, 30), slice(3, 16), slice(0, 26), masked=True)
+    covered = torch.zeros(13, 26, dtype=torch.bool)
+    for block in ring_module.tile_blocks(tile, size=4):
+        assert block.query[1] - block.query[0] <= 4 and block.key[1] - block.key[0] <= 4
+        rows = slice(block.query_rows.start - 3, block.query_rows.stop - 3)
+        assert not covered[rows, block.key_rows].any()  # no score twice
+        covered[rows, block.key_rows] = True
+        if not block.masked:  # a block without a mask: every key at or before every query
+            assert block.key[1] - 1 <= block.query[0]
+    assert covered[tile.allowed()].all()  # every allowed score is computed

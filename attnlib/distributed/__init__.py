@@ -16,7 +16,7 @@ in a ring: at step ``s = 0 … P−1`` process ``r`` holds the keys and values o
 started (``torch.distributed.batch_isend_irecv``) *before* the block of step ``s`` is
 computed, so that sending and computing can overlap (where they run side by side; no test
 measures it). After ``P`` steps every query has met every
-key, and no process ever held more than two key shards or one tile of ``(n/2) × (n/2)``
+key, and no process ever held more than two key shards or one block of ``BLOCK × BLOCK``
 scores (per sequence) at a time.
 
 **The running state** is the online softmax of tiled attention (``attnlib.torch.tiled_attention``,
@@ -54,16 +54,20 @@ diagonal are skipped. ``tile_counts`` counts the tiles
 of each process without running anything, and a ``RingStats`` passed to ``ring_attention``
 counts those it computes and the bytes it sends at each step.
 
+**FlashAttention inside each step.** A tile is not computed whole: ``tile_blocks`` cuts it
+into blocks of at most ``BLOCK`` (256) queries × ``BLOCK`` keys, and each block is folded into
+its queries' running state (forward) or turned into its share of the gradients
+(``attnlib._torch_tiled.tile_gradients``, the tiled backward pass's own), as the tiled kernel
+of ``attnlib.torch.tiled_attention`` does; that is what production rings (Ring Attention; the
+ring-flash-attention library) do with a FlashAttention kernel at each step, merging its
+output and log-sum-exp with the same online-softmax merge.
+
 **Memory and messages.** A process holds its own q, k, v and output shards, the key and value
-shards of the current step and of the next (arriving while it computes), and one tile of
-scores at a time, ``(n/2) × (n/2)`` for each of the ``B·H`` sequences (two in the backward
-pass): memory ``O(n·d + n²/4)`` against dense attention's ``O(L·d + L²)`` in one process. Each
-tile is computed as explicit attention computes it, a whole block of scores in one matrix
-product, which keeps the code short; production rings (Ring Attention; the
-ring-flash-attention library) run a FlashAttention kernel at each step instead and merge its
-output and log-sum-exp into the running result with the same online-softmax merge, in memory
-``O(n·d)``. At each forward step but the last a process sends its key and value shards,
-``B·H·n·(d_k + d_v)`` numbers; at each backward step also their gradients
+shards of the current step and of the next (arriving while it computes), and one block of
+scores at a time, at most ``BLOCK × BLOCK`` for each of the ``B·H`` sequences (two in the
+backward pass): memory ``O(n·d)``, linear in its shard, against dense attention's
+``O(L·d + L²)`` in one process. At each forward step but the last a process sends its key
+and value shards, ``B·H·n·(d_k + d_v)`` numbers; at each backward step also their gradients
 (``RingStats.sent_bytes``), in the working dtype: float32 for float16 or bfloat16 inputs, so
 that a backward step then sends three times a forward step's bytes.
 

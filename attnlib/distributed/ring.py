@@ -147,6 +147,40 @@ class Tile:
         return keys[None, :] <= queries[:, None]
 
 
+#: The largest block of a tile computed at once: at most ``BLOCK`` queries against ``BLOCK``
+#: keys, so that a process holds one block of scores per sequence, whatever its shard's length
+#: (FlashAttention's blocks; ``tiled_attention`` uses 256 × 256 on the CPU too).
+BLOCK = 256
+
+
+def tile_blocks(tile: Tile, size: int | None = None):
+    """The blocks of at most ``size`` (default ``BLOCK``) queries × ``size`` keys that
+    ``tile`` is computed in,
+    each a ``Tile`` itself; under the causal mask, blocks whose every key comes after every
+    query are left out.
+
+    >>> whole = Tile((0, 6), (0, 6), slice(0, 6), slice(0, 6), masked=True)
+    >>> [(b.query, b.key, b.masked) for b in tile_blocks(whole, size=4)]
+    [((0, 4), (0, 4), True), ((4, 6), (0, 4), False), ((4, 6), (4, 6), True)]
+    """
+    size = size or BLOCK
+    for first_q in range(tile.query[0], tile.query[1], size):
+        last_q = min(first_q + size, tile.query[1])
+        q_rows = _shifted(tile.query_rows, first_q - tile.query[0], last_q - first_q)
+        for first_k in range(tile.key[0], tile.key[1], size):
+            last_k = min(first_k + size, tile.key[1])
+            if tile.masked and first_k > last_q - 1:  # every key after every query
+                continue
+            k_rows = _shifted(tile.key_rows, first_k - tile.key[0], last_k - first_k)
+            masked = tile.masked and last_k - 1 > first_q
+            yield Tile((first_q, last_q), (first_k, last_k), q_rows, k_rows, masked)
+
+
+def _shifted(rows: slice, offset: int, count: int) -> slice:
+    """``count`` rows from ``offset`` within ``rows``."""
+    return slice(rows.start + offset, rows.start + offset + count)
+
+
 def _with_rows(chunks):
     """``(chunk, rows of the shard)`` for a shard's chunks, stored one after the other."""
     rows, offset = [], 0
@@ -460,10 +494,11 @@ def ring_forward(q, k, v, plan, scale, ring, stats, keep_logsumexp=False):
         stats.sent_bytes.append(0 if last else incoming.sent_bytes)
         keys, values = (x.to(dtype) for x in keys_values)
         for tile in tiles:
-            rows = tile.query_rows
-            state = states.setdefault(rows.start, (rows, OnlineSoftmax(False, scale)))[1]
-            scores = _scores(queries[:, rows], keys[:, tile.key_rows], tile, state.scale)
-            state.fold(scores, values[:, tile.key_rows])
+            for block in tile_blocks(tile):  # FlashAttention inside the step: block by block
+                rows = block.query_rows
+                state = states.setdefault(rows.start, (rows, OnlineSoftmax(False, scale)))[1]
+                scores = _scores(queries[:, rows], keys[:, block.key_rows], block, state.scale)
+                state.fold(scores, values[:, block.key_rows])
             stats.count(tile)
         if incoming is not None:
             keys_values = incoming.wait()
@@ -489,9 +524,9 @@ def ring_backward(q, k, v, grad_out, out, logsumexp, plan, scale, ring, stats):
         keys, values = (x.to(dtype) for x in keys_values)
         grad_k = keys.new_zeros(keys.shape)
         grad_v = values.new_zeros(values.shape)
-        for tile in tiles:
-            rows, key_rows = tile.query_rows, tile.key_rows
-            scores = _scores(queries[:, rows], keys[:, key_rows], tile, base_2_scale)
+        for block in (block for tile in tiles for block in tile_blocks(tile)):
+            rows, key_rows = block.query_rows, block.key_rows
+            scores = _scores(queries[:, rows], keys[:, key_rows], block, base_2_scale)
             weights = scores.sub_(logsumexp[:, rows]).exp2_()  # W = 2^(S − lse)
             grad_k_tile, grad_v_tile = tile_gradients(  # the tiled backward's, tile by tile
                 weights, queries[:, rows], keys[:, key_rows].mT, values[:, key_rows].mT,
