@@ -25,6 +25,7 @@ half-precision matrix units unused.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -240,12 +241,12 @@ def tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
                 bias = biases(seqs, group, tile)
                 scores = tile_scores(q_blocks, k_windows, bias, base_2_scale, scratch)
                 weights = scores.sub_(shift).exp2_()
-                grad_k_tile, grad_v_tile = tile_gradients(
+                tile_gradients(
                     weights, q_blocks, k_windows, v_windows, d_out, row_delta, grad_q_blocks,
-                    scratch("grad_scores", scores.shape),
+                    add_k=functools.partial(add_to_keys, grad_k_s, tile, before=before),
+                    add_v=functools.partial(add_to_keys, grad_v_s, tile, before=before),
+                    scratch=scratch("grad_scores", scores.shape),
                 )  # fmt: skip
-                add_to_keys(grad_v_s, tile, grad_v_tile, before)
-                add_to_keys(grad_k_s, tile, grad_k_tile, before)
             grad_q[seqs, group.start : group.stop] = drop_padding(grad_q_blocks, group)
     length = k.shape[-2]
     return (
@@ -255,7 +256,7 @@ def tiled_backward(q, k, v, grad_out, mask, scale, plan, out, logsumexp):
     )
 
 
-def tile_gradients(weights, q_rows, k_t, v_t, d_out, row_delta, grad_q, grad_scores=None):
+def tile_gradients(weights, q_rows, k_t, v_t, d_out, row_delta, grad_q, add_k, add_v, scratch=None):
     r"""One tile's share of the backward pass, before the scale ``s``: with the tile's
     weights ``W = 2^{S − lse}`` ``(M, size, span)``, its query rows ``q_rows`` and output
     gradients ``d_out`` ``(M, size, d)``, its keys and values transposed, ``k_t`` and ``v_t``
@@ -264,14 +265,16 @@ def tile_gradients(weights, q_rows, k_t, v_t, d_out, row_delta, grad_q, grad_sco
     .. math:: dS = W \circ (dO\,V^\top - D), \quad dQ \mathrel{+}= dS\,K, \quad
               dK_{\text{tile}} = dS^\top Q, \quad dV_{\text{tile}} = W^\top dO .
 
-    ``grad_q`` ``(M, size, d)`` is added to in place; returns ``(dK_tile (M, span, d),
-    dV_tile (M, span, d_v))``, for the caller to add to the rows the tile's keys came from.
-    ``grad_scores``: tile-sized memory to write ``dS`` into (None: allocated). The tiled
-    backward pass and each step of ``attnlib.distributed``'s ring share it."""
-    grad_scores = torch.bmm(d_out, v_t, out=grad_scores)
+    ``grad_q`` ``(M, size, d)`` is added to in place; ``add_v(dV_tile)`` and then
+    ``add_k(dK_tile)`` (``(M, span, d)`` each) add the tile's key and value gradients to the
+    rows its keys came from, one after the other, so that only one of them is held at a time.
+    ``scratch``: tile-sized memory to write ``dS`` into (None: allocated). The tiled backward
+    pass and each step of ``attnlib.distributed``'s ring share this function."""
+    grad_scores = torch.bmm(d_out, v_t, out=scratch)
     grad_scores.sub_(row_delta).mul_(weights)
     grad_q.baddbmm_(grad_scores, k_t.mT)
-    return grad_scores.mT @ q_rows, weights.mT @ d_out
+    add_v(weights.mT @ d_out)
+    add_k(grad_scores.mT @ q_rows)
 
 
 def padded_zeros(x: torch.Tensor, plan, dtype: torch.dtype) -> torch.Tensor:

@@ -426,3 +426,45 @@ def test_tile_blocks_cover_the_tile_and_skip_what_the_mask_hides():
         if not block.masked:  # a block without a mask: every key at or before every query
             assert block.key[1] - 1 <= block.query[0]
     assert covered[tile.allowed()].all()  # every allowed score is computed
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("processes", "heads", "kv_heads"), [(2, 4, 4), (2, 4, 2), (4, 8, 4)])
+def test_ulysses_equals_dense_attention(processes, heads, kv_heads, causal):
+    """Ulysses (heads split by all-to-all, GQA included): outputs and the gradients of q, k
+    and v equal dense attention's, float64."""
+    results = ad.launch(
+        ad.compare_ulysses_with_dense, processes, heads=heads, kv_heads=kv_heads, length=32,
+        causal=causal, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert all(max(r["errors"].values()) < 1e-10 for r in results), results
+
+
+def test_ulysses_sends_what_its_formula_says():
+    """Each of the four all-to-alls of the forward pass (q, k, v, the output) sends all but
+    this process's 1/P of the tensor: (P − 1)/P · n · (2H_q + 2H_kv) · d numbers in all."""
+    processes, heads, kv_heads, length, dim = 4, 8, 4, 32, 8
+    results = ad.launch(
+        ad.compare_ulysses_with_dense, processes, heads=heads, kv_heads=kv_heads, length=length,
+        dim=dim, timeout=TIMEOUT,
+    )  # fmt: skip
+    n = length // processes
+    numbers = (processes - 1) * n * (2 * heads + 2 * kv_heads) * dim // processes
+    assert all(sum(r["sent_bytes"]) == 8 * numbers for r in results)  # float64: 8 bytes
+    assert all(len(r["sent_bytes"]) == 4 for r in results)
+
+
+def ulysses_with_too_few_heads():
+    x = torch.randn(1, 4, 3, 2)
+    try:
+        ad.ulysses_attention(x, x[:, :2], x[:, :2])
+    except ValueError as error:
+        return str(error)
+    return "no error"
+
+
+def test_ulysses_needs_as_many_key_value_heads_as_processes():
+    for message in ad.launch(ulysses_with_too_few_heads, 4, timeout=TIMEOUT):
+        assert (
+            "heads of k (2" in message and "divisible by the number of processes P = 4" in message
+        )

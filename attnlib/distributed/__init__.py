@@ -86,7 +86,13 @@ processes or under ``torchrun`` (``main``).
 [[3, 7, 11, 15], [9, 9, 9, 9]]
 """
 
-from .cli import compare_with_dense, dense_reference, main, peak_memory_bytes
+from .cli import (
+    compare_ulysses_with_dense,
+    compare_with_dense,
+    dense_reference,
+    main,
+    peak_memory_bytes,
+)
 from .launcher import launch
 from .ring import LAYOUTS as _LAYOUTS
 from .ring import (
@@ -100,6 +106,7 @@ from .ring import (
     split_sequence,
     tile_counts,
 )
+from .ulysses import UlyssesStats, ulysses_attention
 
 #: The two ways of cutting the sequence into shards (``layout=``): contiguous, or balanced
 #: (each process holds chunk r and chunk 2P - 1 - r of 2P, so that causal work is equal).
@@ -116,8 +123,11 @@ __all__ = [
     "score_counts",
     "Tile",
     "RingStats",
+    "ulysses_attention",
+    "UlyssesStats",
     "launch",
     "compare_with_dense",
+    "compare_ulysses_with_dense",
     "dense_reference",
     "peak_memory_bytes",
     "main",

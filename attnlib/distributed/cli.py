@@ -16,8 +16,15 @@ from .. import bench
 from .. import torch as attn
 from .launcher import launch
 from .ring import LAYOUTS, RingStats, ring_attention, split_sequence
+from .ulysses import UlyssesStats, ulysses_attention
 
-__all__ = ["compare_with_dense", "dense_reference", "peak_memory_bytes", "main"]
+__all__ = [
+    "compare_with_dense",
+    "compare_ulysses_with_dense",
+    "dense_reference",
+    "peak_memory_bytes",
+    "main",
+]
 
 # --------------------------------------------------------------------------- the check
 
@@ -88,6 +95,51 @@ def compare_with_dense(
         "backward_sent_bytes": stats.backward_sent_bytes,
         "peak_bytes": peak,
     }
+
+
+def compare_ulysses_with_dense(
+    batch: int = 1,
+    heads: int = 4,
+    kv_heads: int = 2,
+    length: int = 24,
+    dim: int = 8,
+    *,
+    causal: bool = False,
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
+    group=None,
+) -> dict:
+    """Run in every process of a group: ``ulysses_attention`` of a random sequence with
+    ``heads`` query heads and ``kv_heads`` key-value heads (the same in every process, drawn
+    from ``seed``) against dense attention of the whole sequence (each key-value head repeated
+    for its group of query heads), forward and backward. Returns this process's ``rank``,
+    ``errors`` (as ``compare_with_dense``) and ``sent_bytes`` (one entry per all-to-all of the
+    forward pass: q, k, v, the output).
+
+    >>> [r["errors"]["grad_k"] < 1e-12 for r in launch(compare_ulysses_with_dense, 2)]
+    [True, True]
+    """
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [(batch, h, length, dim) for h in (heads, kv_heads, kv_heads, heads)]
+    whole = [torch.randn(shape, generator=generator, dtype=dtype) for shape in shapes]
+    reference = [x.detach().clone().requires_grad_() for x in whole[:3]]
+    k_copied, v_copied = (x.repeat_interleave(heads // kv_heads, dim=1) for x in reference[1:])
+    mask = attn.causal_mask(length) if causal else None
+    dense = attn.attention(reference[0], k_copied, v_copied, mask)[0]
+    dense.backward(whole[3])
+    expected = [dense.detach(), *(x.grad for x in reference)]
+    expected = [split_sequence(x, world_size)[rank] for x in expected]
+    inputs = [split_sequence(x, world_size)[rank].requires_grad_() for x in whole[:3]]
+    stats = UlyssesStats()
+    out = ulysses_attention(*inputs, causal=causal, group=group, stats=stats)
+    out.backward(split_sequence(whole[3], world_size)[rank])
+    got = [out.detach(), *(x.grad for x in inputs)]
+    errors = {
+        name: float((a - b).abs().max())
+        for name, a, b in zip(("out", "grad_q", "grad_k", "grad_v"), got, expected)
+    }
+    return {"rank": rank, "errors": errors, "sent_bytes": stats.sent_bytes}
 
 
 def _warm_up(dim: int, dtype: torch.dtype, device: torch.device, group) -> None:

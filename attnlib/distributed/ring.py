@@ -528,12 +528,11 @@ def ring_backward(q, k, v, grad_out, out, logsumexp, plan, scale, ring, stats):
             rows, key_rows = block.query_rows, block.key_rows
             scores = _scores(queries[:, rows], keys[:, key_rows], block, base_2_scale)
             weights = scores.sub_(logsumexp[:, rows]).exp2_()  # W = 2^(S − lse)
-            grad_k_tile, grad_v_tile = tile_gradients(  # the tiled backward's, tile by tile
+            tile_gradients(  # the tiled backward's, block by block
                 weights, queries[:, rows], keys[:, key_rows].mT, values[:, key_rows].mT,
                 d_out[:, rows], delta[:, rows], grad_q[:, rows],
+                add_k=grad_k[:, key_rows].add_, add_v=grad_v[:, key_rows].add_,
             )  # fmt: skip
-            grad_k[:, key_rows] += grad_k_tile
-            grad_v[:, key_rows] += grad_v_tile
         if carried is not None:  # the sums for this key shard, from the previous process
             sum_k, sum_v = carried.wait()
             grad_k += sum_k

@@ -1,0 +1,125 @@
+r"""DeepSpeed-Ulysses (Jacobs et al., 2023): attention of a sequence sharded across processes,
+by heads instead of by tokens.
+
+Each process holds a contiguous shard of ``n = L/P`` tokens of every head. One all-to-all
+exchange turns "my ``n`` tokens, all ``H`` heads" into "all ``L`` tokens, ``H/P`` heads"; each
+process runs ordinary attention (here PyTorch's fused ``scaled_dot_product_attention``, with
+the causal mask and grouped-query attention it supports) on whole sequences of its heads, and
+a second all-to-all sends the outputs back to token shards. The backward pass is the same two
+exchanges in reverse (an all-to-all with equal parts is its own transpose).
+
+Per layer and process, the forward pass sends ``(P − 1)/P`` of each of q, k, v and the output
+shards, ``(P − 1)/P · n · (2H_q + 2H_kv) · d`` numbers (``UlyssesStats``), and the backward
+pass as much again. It needs ``H_kv`` (and ``H_q``) divisible by ``P``: at most as many
+processes as key-value heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from .. import _checks
+
+__all__ = ["ulysses_attention", "UlyssesStats"]
+
+
+@dataclass
+class UlyssesStats:
+    """What ``ulysses_attention`` sent, in bytes, one entry per all-to-all of the forward pass
+    (q, k, v, then the output): the ``(P − 1)/P`` of each tensor that leaves the process."""
+
+    sent_bytes: list[int] = field(default_factory=list)
+
+
+class AllToAll(torch.autograd.Function):
+    """``dist.all_to_all_single`` with equal parts along dim 0, differentiable: part ``j`` of
+    the input goes to process ``j``, and part ``i`` of the output came from process ``i``. The
+    gradient goes back by the same exchange."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        x = x.contiguous()
+        out = torch.empty_like(x)  # contiguous too: the parts are read and written as blocks
+        dist.all_to_all_single(out, x, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grad_out = grad_out.contiguous()
+        grad_in = torch.empty_like(grad_out)
+        dist.all_to_all_single(grad_in, grad_out, group=ctx.group)
+        return grad_in, None
+
+
+def _exchange(x: torch.Tensor, group, stats: UlyssesStats | None) -> torch.Tensor:
+    """One all-to-all of ``x`` ``(P, ...)`` (part ``j`` to process ``j``), counted."""
+    world_size = dist.get_world_size(group)
+    if stats is not None:
+        stats.sent_bytes.append(x.numel() * x.element_size() * (world_size - 1) // world_size)
+    return AllToAll.apply(x, group)
+
+
+def _to_heads(x: torch.Tensor, group, stats) -> torch.Tensor:
+    """``(B, H, n, d)``, my tokens of every head → ``(B, H/P, L, d)``, every token of my
+    heads (process ``j`` gets heads ``j·H/P … (j+1)·H/P − 1``)."""
+    world_size = dist.get_world_size(group)
+    batch, heads, n, dim = x.shape
+    parts = x.reshape(batch, world_size, heads // world_size, n, dim).transpose(0, 1)
+    received = _exchange(parts, group, stats)  # received[i]: my heads, the tokens of shard i
+    return received.permute(1, 2, 0, 3, 4).reshape(batch, heads // world_size, -1, dim)
+
+
+def _to_tokens(x: torch.Tensor, group, stats) -> torch.Tensor:
+    """The inverse of ``_to_heads``: ``(B, H/P, L, d)`` → ``(B, H, n, d)``."""
+    world_size = dist.get_world_size(group)
+    batch, my_heads, length, dim = x.shape
+    parts = x.reshape(batch, my_heads, world_size, length // world_size, dim).permute(2, 0, 1, 3, 4)
+    received = _exchange(parts, group, stats)  # received[j]: heads of process j, my tokens
+    return received.transpose(0, 1).reshape(batch, my_heads * world_size, -1, dim)
+
+
+def ulysses_attention(q, k, v, *, causal=False, scale=None, group=None, stats=None):
+    r"""This process's shard of exact attention, computed by heads (DeepSpeed-Ulysses).
+
+    Called in every process of ``group`` (the default group if None) with its contiguous
+    shard of every head: ``q`` ``(B, H_q, n, d)``, ``k`` and ``v`` ``(B, H_kv, n, d)``, the
+    tokens ``r·n … (r+1)·n − 1`` of process ``r`` (``split_sequence(x, P)[r]``); returns the
+    output rows of the same tokens ``(B, H_q, n, d)``. ``H_q`` and ``H_kv`` must be divisible
+    by the number of processes ``P``; ``H_kv`` dividing ``H_q`` is grouped-query attention.
+    ``causal``: key ``j`` hidden from query ``i`` when ``j > i`` (positions in the whole
+    sequence). Differentiable. ``stats``: a ``UlyssesStats`` to count the bytes sent.
+
+    >>> from attnlib.distributed import launch, split_sequence, join_shards
+    >>> def shard_of_attention():  # in each of 2 processes
+    ...     x = torch.eye(4).expand(1, 2, 4, 4)  # (B=1, H=2, L=4, d=4), the same everywhere
+    ...     shard = split_sequence(x, 2)[dist.get_rank()]  # (1, 2, 2, 4)
+    ...     return ulysses_attention(shard, shard, shard, causal=True)
+    >>> whole = join_shards(launch(shard_of_attention, 2))
+    >>> eye = torch.eye(4).expand(1, 2, 4, 4)
+    >>> torch.allclose(whole, F.scaled_dot_product_attention(eye, eye, eye, is_causal=True))
+    True
+    """
+    fn = "ulysses_attention"
+    world_size = dist.get_world_size(group)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise ValueError(
+                f"{fn}: {name} must be a (B, H, n, d) tensor; got "
+                f"{_checks.shape_str(x) if isinstance(x, torch.Tensor) else type(x).__name__}"
+            )
+    for name, x in (("q", q), ("k", k)):
+        if x.shape[1] % world_size:
+            raise ValueError(
+                f"{fn}: the heads of {name} ({x.shape[1]}, in {name}.shape="
+                f"{_checks.shape_str(x)}) must be divisible by the number of processes "
+                f"P = {world_size}: Ulysses gives each process H/P whole heads"
+            )
+    _checks.require_flag(fn, "causal", causal)
+    heads = [_to_heads(x, group, stats) for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*heads, is_causal=causal, scale=scale, enable_gqa=True)
+    return _to_tokens(out, group, stats)
