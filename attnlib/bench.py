@@ -118,16 +118,16 @@ MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 102
 #: Set to a number, the most rounds ``timed_rounds`` times (the test suite's simulated other
 #: computer sets 1: its kernels are not this machine's, so its timings only need to run).
 REPEATS_AT_MOST = "ATTNLIB_BENCH_REPEATS"
+#: Where ``REPEATS_AT_MOST`` caps the rounds, the shortest measurement (``timed_rounds``).
+CAPPED_LEAST = 0.1
 
 
 # --------------------------------------------------------------------------- timing
 
 
-def seconds_of(
-    fn: Callable[[], object], device: torch.device, least: float = 0.0, calls: int = 1
-) -> float:
+def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.0) -> float:
     """Wall time of one call of ``fn()``, waiting for the GPU where there is one: the fastest of
-    as many back-to-back calls as last ``least`` seconds, and at least ``calls`` of them.
+    as many back-to-back calls as last ``least`` seconds (one call when it takes longer).
 
     The fastest, not the median: another program on the machine can only slow a call down,
     and on a 2-core machine that runs tests in parallel it can do so for several calls in a
@@ -139,7 +139,7 @@ def seconds_of(
     """
     first = time.perf_counter()
     times = []
-    while len(times) < calls or time.perf_counter() - first < least:
+    while not times or time.perf_counter() - first < least:
         start = time.perf_counter()
         fn()
         if device.type == "cuda":
@@ -169,10 +169,11 @@ def timed_rounds(
     back to back for at least that long and keeps the fastest call (``seconds_of``): on a
     virtual machine the first call after a pause can take milliseconds longer (the processors
     wake up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``; where
-    it does (the test suite's simulated other computer: one round), each measurement is the
-    fastest of at least three calls, since a single call slowed by another program would
-    otherwise decide the round, and with it an assert (measured in CI: a truncated-attention
-    call at 23 ms between calls of 14 ms at half and 36 ms at twice its length).
+    it does (the test suite's simulated other computer: one round), each measurement lasts at
+    least ``CAPPED_LEAST`` seconds, so that a short call is timed several times and the fastest
+    kept: a single call slowed by another program would otherwise decide the round, and with
+    it an assert (measured in CI: a truncated-attention call at 23 ms between calls of 14 ms at
+    half and 36 ms at twice its length). A call longer than that runs once, as before.
 
     >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
     >>> rounds = timed_rounds(calls, repeats=3, device=torch.device("cpu"), pause=0.0)
@@ -184,7 +185,7 @@ def timed_rounds(
     times: dict[object, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + (1 if warm_up else 0)):
         for name, fn in candidates.items():
-            elapsed = seconds_of(fn, device, least, calls=3 if capped else 1)
+            elapsed = seconds_of(fn, device, max(least, CAPPED_LEAST) if capped else least)
             time.sleep(pause)
             if round_number or not warm_up:  # with a warm-up, round 0 is not kept
                 times[name].append(elapsed)

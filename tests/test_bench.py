@@ -87,12 +87,14 @@ def test_the_bands_exponent_times_every_length_in_the_same_rounds(monkeypatch):
 
 def test_repeats_are_capped_by_the_environment(monkeypatch):
     """The simulated other computer of tests/test_lessons.py times one round (after the
-    warm-up): ATTNLIB_BENCH_REPEATS=1; each measurement is then the fastest of three calls."""
+    warm-up): ATTNLIB_BENCH_REPEATS=1; each measurement then lasts CAPPED_LEAST seconds at
+    least (a short call is timed several times, the fastest kept)."""
     calls = []
     candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
     monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
+    monkeypatch.setattr(bench, "CAPPED_LEAST", 0.0)  # one call per measurement, to count them
     rounds = bench.timed_rounds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
-    assert calls == ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"] * 3  # a warm-up, one round
+    assert calls == ["a", "b"] * 2  # the warm-up round and one timed round
     assert [len(seconds) for seconds in rounds.values()] == [1, 1]
     monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
     calls.clear()
@@ -105,7 +107,7 @@ def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up(monkeyp
     """Each candidate's seconds, one per round, in the order they were timed: a ratio taken
     round by round pairs calls made moments apart."""
     clock = itertools.count(1.0)  # the n-th measurement takes n seconds: a, b, a, b, ...
-    monkeypatch.setattr(bench, "seconds_of", lambda fn, device, least, calls: fn() or next(clock))
+    monkeypatch.setattr(bench, "seconds_of", lambda fn, device, least: fn() or next(clock))
     calls = []
     candidates = {name: (lambda name=name: calls.append(name)) for name in "ab"}
     cpu = torch.device("cpu")
@@ -122,12 +124,15 @@ def test_spread_prints_the_median_and_the_range():
     assert bench.spread([0.5], digits=1, scale=10) == "5.0 [5.0–5.0]"
 
 
-def test_seconds_of_keeps_the_fastest_of_at_least_calls_calls():
-    durations = iter([0.03, 0.01, 0.02, 0.05])
-
-    def call():
-        time.sleep(next(durations))
-
-    fastest = bench.seconds_of(call, torch.device("cpu"), calls=3)
-    assert 0.01 <= fastest < 0.02  # the second of three calls; the fourth never ran
-    assert next(durations) == 0.05
+def test_a_capped_run_times_short_calls_several_times(monkeypatch):
+    """With the rounds capped, a measurement lasts CAPPED_LEAST seconds: a call of 1 ms is timed
+    many times; without the cap, once."""
+    calls = []
+    candidates = {"a": lambda: calls.append(time.sleep(0.001))}
+    monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
+    bench.timed_rounds(candidates, repeats=1, device=torch.device("cpu"), pause=0.0, warm_up=False)
+    assert len(calls) >= 10  # 0.1 s of 1 ms calls
+    monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
+    calls.clear()
+    bench.timed_rounds(candidates, repeats=1, device=torch.device("cpu"), pause=0.0, warm_up=False)
+    assert len(calls) == 1
