@@ -720,28 +720,33 @@ def triton_table(lengths, repeats: int, device: torch.device, least: float = 0.0
 DECODER = {"vocab_size": 256, "d_model": 256, "num_heads": 8, "num_layers": 4, "num_kv_heads": 2}
 
 
-def decode_calls(position: int, device: torch.device) -> dict[str, Callable[[], object]]:
-    """The two ways to get the next token's logits at ``position`` with an untrained
-    ``attnlib.decoder.DecoderLM`` (``DECODER``), float32 on ``device``, each a function of no
-    arguments: "cached" runs the token alone against a KV cache that holds the ``position``
+def decode_calls(
+    position: int, device: torch.device, model=None, tokens=None
+) -> dict[str, Callable[[], object]]:
+    """The two ways to get the next token's logits at ``position``, each a function of no
+    arguments: "cached" runs token ``position`` alone against a KV cache that holds the
     tokens before it (reset after every call), "recomputed" runs all ``position + 1`` tokens.
+    ``model``: an ``attnlib.decoder.DecoderLM`` (default: an untrained one of ``DECODER``,
+    float32, on ``device``); ``tokens`` ``(1, ≥ position + 1)`` (default: random ones).
 
     >>> sorted(decode_calls(8, torch.device("cpu")))
     ['cached', 'recomputed']
     """
     from .decoder import DecoderLM  # here: the other tables do not need it
 
-    model = DecoderLM(**DECODER, seed=0).to(device).eval()
-    generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, DECODER["vocab_size"], (1, position + 1), generator=generator)
-    tokens = tokens.to(device)
+    if model is None:
+        model = DecoderLM(**DECODER, seed=0).to(device).eval()
+    if tokens is None:
+        generator = torch.Generator().manual_seed(0)
+        tokens = torch.randint(0, model.vocab_size, (1, position + 1), generator=generator)
+    tokens = tokens[:, : position + 1].to(device)
     cache = model.new_cache(batch=1, capacity=position + 1)
     with torch.no_grad():
         model(tokens[:, :position], cache)
 
     @torch.no_grad()
     def cached():
-        cache.crop(position)
+        cache.crop(position)  # forget the token of the previous call
         return model(tokens[:, position:], cache)
 
     @torch.no_grad()
