@@ -125,9 +125,11 @@ CAPPED_LEAST = 0.1
 # --------------------------------------------------------------------------- timing
 
 
-def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.0) -> float:
+def seconds_of(
+    fn: Callable[[], object], device: torch.device, least: float = 0.0, calls: int = 1
+) -> float:
     """Wall time of one call of ``fn()``, waiting for the GPU where there is one: the fastest of
-    as many back-to-back calls as last ``least`` seconds (one call when it takes longer).
+    as many back-to-back calls as last ``least`` seconds, and of ``calls`` calls at least.
 
     The fastest, not the median: another program on the machine can only slow a call down,
     and on a 2-core machine that runs tests in parallel it can do so for several calls in a
@@ -139,7 +141,7 @@ def seconds_of(fn: Callable[[], object], device: torch.device, least: float = 0.
     """
     first = time.perf_counter()
     times = []
-    while not times or time.perf_counter() - first < least:
+    while len(times) < calls or time.perf_counter() - first < least:
         start = time.perf_counter()
         fn()
         if device.type == "cuda":
@@ -170,10 +172,10 @@ def timed_rounds(
     virtual machine the first call after a pause can take milliseconds longer (the processors
     wake up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``; where
     it does (the test suite's simulated other computer: one round), each measurement lasts at
-    least ``CAPPED_LEAST`` seconds, so that a short call is timed several times and the fastest
-    kept: a single call slowed by another program would otherwise decide the round, and with
-    it an assert (measured in CI: a truncated-attention call at 23 ms between calls of 14 ms at
-    half and 36 ms at twice its length). A call longer than that runs once, as before.
+    least ``CAPPED_LEAST`` seconds and two calls, and the fastest is kept: a single call slowed
+    by another program would otherwise decide the round, and with it an assert (measured in CI:
+    a truncated-attention call at 23 ms between calls of 14 ms at half and 36 ms at twice its
+    length; a 3 ms call at 217 ms, longer than ``CAPPED_LEAST`` by itself).
 
     >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
     >>> rounds = timed_rounds(calls, repeats=3, device=torch.device("cpu"), pause=0.0)
@@ -185,7 +187,10 @@ def timed_rounds(
     times: dict[object, list[float]] = {name: [] for name in candidates}
     for round_number in range(repeats + (1 if warm_up else 0)):
         for name, fn in candidates.items():
-            elapsed = seconds_of(fn, device, max(least, CAPPED_LEAST) if capped else least)
+            if capped:
+                elapsed = seconds_of(fn, device, max(least, CAPPED_LEAST), calls=2)
+            else:
+                elapsed = seconds_of(fn, device, least)
             time.sleep(pause)
             if round_number or not warm_up:  # with a warm-up, round 0 is not kept
                 times[name].append(elapsed)

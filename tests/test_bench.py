@@ -92,9 +92,9 @@ def test_repeats_are_capped_by_the_environment(monkeypatch):
     calls = []
     candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
     monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
-    monkeypatch.setattr(bench, "CAPPED_LEAST", 0.0)  # one call per measurement, to count them
+    monkeypatch.setattr(bench, "CAPPED_LEAST", 0.0)  # two calls per measurement, to count them
     rounds = bench.timed_rounds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
-    assert calls == ["a", "b"] * 2  # the warm-up round and one timed round
+    assert calls == ["a", "a", "b", "b"] * 2  # the warm-up round and one timed round
     assert [len(seconds) for seconds in rounds.values()] == [1, 1]
     monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
     calls.clear()
@@ -107,7 +107,7 @@ def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up(monkeyp
     """Each candidate's seconds, one per round, in the order they were timed: a ratio taken
     round by round pairs calls made moments apart."""
     clock = itertools.count(1.0)  # the n-th measurement takes n seconds: a, b, a, b, ...
-    monkeypatch.setattr(bench, "seconds_of", lambda fn, device, least: fn() or next(clock))
+    monkeypatch.setattr(bench, "seconds_of", lambda fn, device, least, calls=1: fn() or next(clock))
     calls = []
     candidates = {name: (lambda name=name: calls.append(name)) for name in "ab"}
     cpu = torch.device("cpu")
@@ -136,3 +136,14 @@ def test_a_capped_run_times_short_calls_several_times(monkeypatch):
     calls.clear()
     bench.timed_rounds(candidates, repeats=1, device=torch.device("cpu"), pause=0.0, warm_up=False)
     assert len(calls) == 1
+
+
+def test_seconds_of_keeps_the_fastest_of_at_least_calls_calls():
+    """A slow first call does not decide the measurement when two calls are asked for."""
+    durations = iter([0.03, 0.01, 0.05])
+
+    def call():
+        time.sleep(next(durations))
+
+    assert 0.01 <= bench.seconds_of(call, torch.device("cpu"), calls=2) < 0.03
+    assert next(durations) == 0.05  # the third call never ran
