@@ -452,6 +452,8 @@ def test_ulysses_sends_what_its_formula_says():
     numbers = (processes - 1) * n * (2 * heads + 2 * kv_heads) * dim // processes
     assert all(sum(r["sent_bytes"]) == 8 * numbers for r in results)  # float64: 8 bytes
     assert all(len(r["sent_bytes"]) == 4 for r in results)
+    # the backward pass: the same four exchanges in reverse, for the gradients
+    assert all(sorted(r["backward_sent_bytes"]) == sorted(r["sent_bytes"]) for r in results)
 
 
 def ulysses_with_too_few_heads():
@@ -468,3 +470,75 @@ def test_ulysses_needs_as_many_key_value_heads_as_processes():
         assert (
             "heads of k (2" in message and "divisible by the number of processes P = 4" in message
         )
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_rotary_positions_follow_the_tokens_of_the_balanced_layout(processes):
+    """A model with rotary positions gives dense attention's output under the balanced layout
+    when each process turns its tokens by their places in the whole sequence
+    (``shard_positions``); by 0 … n − 1 it does not."""
+    results = ad.launch(ad.compare_rotary_with_dense, processes, timeout=TIMEOUT)
+    for r in results:
+        assert r["errors"]["whole-sequence positions"] < 1e-12, r
+        assert r["errors"]["shard positions"] > 0.1, r
+
+
+def test_shard_positions_are_where_split_sequence_takes_the_tokens():
+    for layout in ad.LAYOUTS:
+        positions = torch.arange(24.0)[:, None]
+        shards = ad.split_sequence(positions, 3, layout)
+        for rank, shard in enumerate(shards):
+            assert ad.shard_positions(rank, 3, 24, layout).tolist() == shard.flatten().tolist()
+
+
+def test_pytorch_context_parallel_cuts_the_sequence_as_our_balanced_layout():
+    """PyTorch's context_parallel shards its buffers (q, k, v, the positions) exactly as our
+    balanced layout; its attention, where it runs, equals ring_attention's. On a CPU torch
+    2.13 has no sharding rule for its CPU attention kernel: the lesson says so, and this test
+    will tell us when that changes."""
+    results = ad.launch(ad.compare_with_pytorch_context_parallel, 2, timeout=TIMEOUT)
+    for r in results:
+        assert r["same_shards"], r
+        if r["error"] is None:
+            assert r["attention"] < 1e-5, r
+        else:
+            assert r["error"].startswith("NotImplementedError") and "_for_cpu" in r["error"], r
+
+
+def test_a_transfer_can_be_waited_for_twice():
+    """gloo would wait forever for a request's second completion: Transfer.wait returns at
+    once the second time."""
+
+    def exchange_and_wait_twice():
+        transfer = ring_module.Ring().start([torch.full((3,), float(dist.get_rank()))])
+        first = transfer.wait()[0].tolist()
+        return first, transfer.wait()[0].tolist()
+
+    results = ad.launch(exchange_and_wait_twice, 2, timeout=20)
+    assert results == [([1.0] * 3, [1.0] * 3), ([0.0] * 3, [0.0] * 3)]
+
+
+def test_the_slow_link_hands_a_transfer_over_no_earlier_than_its_bandwidth_allows():
+    def timed_exchange():
+        link = ad.SlowLink(bytes_per_second=4000 / 0.2)  # 4000 bytes in 0.2 s
+        began = time.perf_counter()
+        link.start([torch.zeros(1000)]).wait()  # 1000 float32: 4000 bytes
+        return time.perf_counter() - began
+
+    assert all(0.2 <= t < 2 for t in ad.launch(timed_exchange, 2, timeout=TIMEOUT))
+
+
+def test_overlap_hides_the_slow_link_and_waiting_pays_for_it():
+    """The overlapped schedule takes about as long as computing alone when the link is faster
+    than a step (model: no longer); the schedule that waits pays the link at each step (model:
+    T more per transfer). Medians of differences taken round by round (the three passes of a
+    round run back to back), with margins for a loaded machine."""
+    rounds = 5
+    results = ad.launch(ad.time_overlap, 2, length=1024, rounds=rounds, timeout=TIMEOUT)
+    compute, overlapped, waiting = (
+        torch.tensor([max(getattr(r, name)[i] for r in results) for i in range(rounds)])
+        for name in ("compute", "overlapped", "waiting")
+    )
+    link = results[0].link
+    hidden, paid = (overlapped - compute).median(), (waiting - overlapped).median()
+    assert hidden < 0.5 * link < paid, (compute, overlapped, waiting, link)

@@ -4,19 +4,31 @@ plausible mistakes get a useful hint."""
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.distributed as dist
 
 from attnlib.exercises import check
 
 # ---------------------------------------------------------------- reference solutions
 
 
-def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_number):
-    return 2 * layers * kv_heads * head_dim * bytes_per_number
+def pass_on(tensors):
+    rank, size = dist.get_rank(), dist.get_world_size()
+    received = [torch.empty_like(t) for t in tensors]
+    ops = [dist.P2POp(dist.isend, t, (rank + 1) % size) for t in tensors]
+    ops += [dist.P2POp(dist.irecv, t, (rank - 1) % size) for t in received]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    return received
 
 
-def causal_tiles_per_step(rank, world_size):
-    # step 0: own keys, 3 of 2 × 2 tiles; then the keys of process r − s: earlier while s <= r
-    return [3] + [4 if step <= rank else 0 for step in range(1, world_size)]
+def to_heads(x):
+    world_size = dist.get_world_size()
+    batch, heads, n, dim = x.shape
+    parts = x.reshape(batch, world_size, heads // world_size, n, dim).transpose(0, 1)
+    received = torch.empty_like(parts.contiguous())
+    dist.all_to_all_single(received, parts.contiguous())
+    return received.permute(1, 2, 0, 3, 4).reshape(batch, heads // world_size, -1, dim)
 
 
 def busiest_over_mean(world_size, layout):
@@ -28,20 +40,48 @@ def busiest_over_mean(world_size, layout):
 # ---------------------------------------------------------------- plausible mistakes
 
 
-def kv_bytes_keys_only(layers, kv_heads, head_dim, bytes_per_number):
-    return layers * kv_heads * head_dim * bytes_per_number
+def pass_on_the_other_way(tensors):
+    rank, size = dist.get_rank(), dist.get_world_size()
+    received = [torch.empty_like(t) for t in tensors]
+    ops = [dist.P2POp(dist.isend, t, (rank - 1) % size) for t in tensors]
+    ops += [dist.P2POp(dist.irecv, t, (rank + 1) % size) for t in received]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    return received
 
 
-def kv_bytes_one_layer(layers, kv_heads, head_dim, bytes_per_number):
-    return 2 * kv_heads * head_dim * bytes_per_number
+def pass_on_what_was_sent(tensors):
+    rank, size = dist.get_rank(), dist.get_world_size()
+    ops = [dist.P2POp(dist.isend, t, (rank + 1) % size) for t in tensors]
+    ops += [dist.P2POp(dist.irecv, torch.empty_like(t), (rank - 1) % size) for t in tensors]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    return tensors
 
 
-def tiles_diagonal_in_full(rank, world_size):
-    return [4] + [4 if step <= rank else 0 for step in range(1, world_size)]
+def pass_on_without_returning(tensors):
+    pass_on(tensors)
 
 
-def tiles_wrong_direction(rank, world_size):
-    return [3] + [4 if step >= world_size - rank else 0 for step in range(1, world_size)]
+def to_heads_tokens_interleaved(x):  # the received parts put after the tokens, not before
+    world_size = dist.get_world_size()
+    batch, heads, n, dim = x.shape
+    parts = x.reshape(batch, world_size, heads // world_size, n, dim).transpose(0, 1)
+    received = torch.empty_like(parts.contiguous())
+    dist.all_to_all_single(received, parts.contiguous())
+    return received.permute(1, 2, 3, 0, 4).reshape(batch, heads // world_size, -1, dim)
+
+
+def to_heads_without_exchange(x):  # its own tokens, copied: no all-to-all
+    world_size, rank = dist.get_world_size(), dist.get_rank()
+    mine = x.shape[1] // world_size
+    return x[:, rank * mine : (rank + 1) * mine].repeat(1, 1, world_size, 1)
+
+
+def to_heads_all_heads(x):  # every head: gathered instead of exchanged
+    gathered = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, x.contiguous())
+    return torch.cat(gathered, dim=2)
 
 
 def mean_over_busiest(world_size, layout):
@@ -49,16 +89,18 @@ def mean_over_busiest(world_size, layout):
 
 
 CORRECT = {
-    "11.1": kv_bytes_per_token,
-    "11.2": causal_tiles_per_step,
+    "11.1": pass_on,
+    "11.2": to_heads,
     "11.3": busiest_over_mean,
 }
 
 WRONG = [
-    ("11.1", kv_bytes_keys_only, "key AND a value"),
-    ("11.1", kv_bytes_one_layer, "every layer"),
-    ("11.2", tiles_diagonal_in_full, "skipped"),
-    ("11.2", tiles_wrong_direction, "BEFORE"),
+    ("11.1", pass_on_the_other_way, "rank + 1"),
+    ("11.1", pass_on_what_was_sent, "its own tensors back"),
+    ("11.1", pass_on_without_returning, "returned None"),
+    ("11.2", to_heads_tokens_interleaved, "row i of each head"),
+    ("11.2", to_heads_without_exchange, "row i of each head"),
+    ("11.2", to_heads_all_heads, "shape"),
     ("11.3", mean_over_busiest, "busiest over"),
     ("11.3", lambda world_size, layout: 1.5, "expected"),
 ]
@@ -66,21 +108,37 @@ WRONG = [
 # tests/test_exercises.py runs the common checks on CORRECT and WRONG; these are particular.
 
 
-def test_the_references_agree_with_the_ring_plan():
+def test_the_reference_agrees_with_the_ring_plan():
     from attnlib.exercises import lesson11
 
     for world_size in (1, 2, 5, 8):
-        for rank in range(world_size):
-            assert causal_tiles_per_step(rank, world_size) == (
-                lesson11.causal_tiles_per_step_reference(rank, world_size)
-            )
         for layout in ("contiguous", "balanced"):
             assert busiest_over_mean(world_size, layout) == pytest.approx(
                 lesson11.busiest_over_mean_reference(world_size, layout)
             )
-    assert lesson11.kv_bytes_per_token_reference(32, 8, 128, 2) == 131_072
 
 
-def test_a_wrong_length_of_list_gets_a_hint():
-    result = check("11.2", lambda rank, world_size: [3])
-    assert result.status == "wrong" and "one per ring step" in result.message
+def test_a_ring_whose_processes_wait_for_each_other_fails_with_a_hint(monkeypatch):
+    from attnlib.exercises import lesson11
+
+    def receive_first(tensors):  # every process receives before it sends: nobody sends
+        rank, size = dist.get_rank(), dist.get_world_size()
+        received = [torch.empty_like(t) for t in tensors]
+        for t in received:
+            dist.recv(t, (rank - 1) % size)
+        for t in tensors:
+            dist.send(t, (rank + 1) % size)
+        return received
+
+    monkeypatch.setattr(lesson11, "TIMEOUT", 3.0)
+    result = check("11.1", receive_first)
+    assert result.status == "wrong" and "waited for each other" in result.message, result
+
+
+def test_a_learners_function_reaches_spawned_processes_as_its_source(monkeypatch):
+    """On macOS and Windows the processes are spawned: they receive the function's source."""
+    from attnlib.distributed import launcher
+
+    monkeypatch.setattr(launcher, "default_start_method", lambda: "spawn")
+    assert check("11.1", pass_on)
+    assert "rank + 1" in check("11.1", pass_on_the_other_way).message

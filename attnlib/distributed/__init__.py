@@ -14,10 +14,10 @@ in a ring: at step ``s = 0 … P−1`` process ``r`` holds the keys and values o
 ``(r − s) mod P``, folds them into its queries' running state, and passes them on to process
 ``r + 1`` while it receives the next ones from ``r − 1``. The exchange of step ``s + 1`` is
 started (``torch.distributed.batch_isend_irecv``) *before* the block of step ``s`` is
-computed, so that sending and computing can overlap (where they run side by side; no test
-measures it). After ``P`` steps every query has met every
-key, and no process ever held more than two key shards or one block of ``BLOCK × BLOCK``
-scores (per sequence) at a time.
+computed, so that sending and computing overlap: ``time_overlap`` measures it over a link
+slowed on purpose (``SlowLink``), against the schedule that waits. After ``P`` steps every
+query has met every key, and no process ever held more than two key shards or one block of
+``BLOCK × BLOCK`` scores (per sequence) at a time.
 
 **The running state** is the online softmax of tiled attention (``attnlib.torch.tiled_attention``,
 the same ``OnlineSoftmax``): each query row keeps a running maximum ``m``, a running sum ``ℓ``
@@ -54,6 +54,13 @@ diagonal are skipped. ``tile_counts`` counts the tiles
 of each process without running anything, and a ``RingStats`` passed to ``ring_attention``
 counts those it computes and the bytes it sends at each step.
 
+**Positions follow the tokens.** A shard's tokens are not at positions ``0 … n − 1`` of the
+sequence: ``shard_positions`` gives their places, which rotary encodings and the labels of the
+loss must use (``compare_rotary_with_dense`` shows the difference). PyTorch's own context
+parallelism (``torch.distributed.tensor.experimental.context_parallel``, a prototype) cuts its
+buffers exactly as the balanced layout does; its attention runs on GPUs only
+(``compare_with_pytorch_context_parallel``).
+
 **FlashAttention inside each step.** A tile is not computed whole: ``tile_blocks`` cuts it
 into blocks of at most ``BLOCK`` (256) queries × ``BLOCK`` keys, and each block is folded into
 its queries' running state (forward) or turned into its share of the gradients
@@ -87,13 +94,16 @@ processes or under ``torchrun`` (``main``).
 """
 
 from .cli import (
+    compare_rotary_with_dense,
     compare_ulysses_with_dense,
     compare_with_dense,
+    compare_with_pytorch_context_parallel,
     dense_reference,
     main,
     peak_memory_bytes,
 )
 from .launcher import launch
+from .overlap import OverlapTimes, SlowLink, time_overlap
 from .ring import LAYOUTS as _LAYOUTS
 from .ring import (
     RingStats,
@@ -103,6 +113,7 @@ from .ring import (
     ring_plan,
     score_counts,
     shard_chunks,
+    shard_positions,
     split_sequence,
     tile_counts,
 )
@@ -118,6 +129,7 @@ __all__ = [
     "split_sequence",
     "join_shards",
     "shard_chunks",
+    "shard_positions",
     "ring_plan",
     "tile_counts",
     "score_counts",
@@ -128,6 +140,11 @@ __all__ = [
     "launch",
     "compare_with_dense",
     "compare_ulysses_with_dense",
+    "compare_rotary_with_dense",
+    "compare_with_pytorch_context_parallel",
+    "time_overlap",
+    "OverlapTimes",
+    "SlowLink",
     "dense_reference",
     "peak_memory_bytes",
     "main",

@@ -15,12 +15,14 @@ import torch.distributed as dist
 from .. import bench
 from .. import torch as attn
 from .launcher import launch
-from .ring import LAYOUTS, RingStats, ring_attention, split_sequence
+from .ring import LAYOUTS, RingStats, ring_attention, shard_positions, split_sequence
 from .ulysses import UlyssesStats, ulysses_attention
 
 __all__ = [
     "compare_with_dense",
     "compare_ulysses_with_dense",
+    "compare_rotary_with_dense",
+    "compare_with_pytorch_context_parallel",
     "dense_reference",
     "peak_memory_bytes",
     "main",
@@ -113,8 +115,8 @@ def compare_ulysses_with_dense(
     ``heads`` query heads and ``kv_heads`` key-value heads (the same in every process, drawn
     from ``seed``) against dense attention of the whole sequence (each key-value head repeated
     for its group of query heads), forward and backward. Returns this process's ``rank``,
-    ``errors`` (as ``compare_with_dense``) and ``sent_bytes`` (one entry per all-to-all of the
-    forward pass: q, k, v, the output).
+    ``errors`` (as ``compare_with_dense``), ``sent_bytes`` (one entry per all-to-all of the
+    forward pass: q, k, v, the output) and ``backward_sent_bytes`` (those of the backward).
 
     >>> [r["errors"]["grad_k"] < 1e-12 for r in launch(compare_ulysses_with_dense, 2)]
     [True, True]
@@ -139,7 +141,87 @@ def compare_ulysses_with_dense(
         name: float((a - b).abs().max())
         for name, a, b in zip(("out", "grad_q", "grad_k", "grad_v"), got, expected)
     }
-    return {"rank": rank, "errors": errors, "sent_bytes": stats.sent_bytes}
+    return {
+        "rank": rank,
+        "errors": errors,
+        "sent_bytes": stats.sent_bytes,
+        "backward_sent_bytes": stats.backward_sent_bytes,
+    }
+
+
+def compare_rotary_with_dense(
+    heads: int = 2, length: int = 32, dim: int = 8, *, layout: str = "balanced", group=None
+) -> dict:
+    """Run in every process of a group: causal ring attention of a random float64 sequence
+    whose queries and keys are turned by rotary positions (``attnlib.decoder.rotary``), against
+    dense attention of the whole sequence with the same positions. Each process turns its
+    shard by ``shard_positions`` (its tokens' places in the whole sequence), and again by
+    ``0 … n − 1`` (the positions a model would give a shard if nobody told it where its tokens
+    lie). Returns this process's ``rank`` and the largest difference of its output rows from
+    dense attention's, ``{"whole-sequence positions": …, "shard positions": …}``.
+
+    >>> results = launch(compare_rotary_with_dense, 2)
+    >>> [r["errors"]["whole-sequence positions"] < 1e-12 for r in results]
+    [True, True]
+    """
+    from ..decoder import rotary
+
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 1, heads, length, dim, generator=generator, dtype=torch.float64)
+    positions = torch.arange(length)
+    dense = attn.attention(rotary(q, positions), rotary(k, positions), v, attn.causal_mask(length))
+    expected = split_sequence(dense[0], world_size, layout)[rank]
+    q_shard, k_shard, v_shard = (split_sequence(x, world_size, layout)[rank] for x in (q, k, v))
+    placed = {
+        "whole-sequence positions": shard_positions(rank, world_size, length, layout),
+        "shard positions": torch.arange(length // world_size),
+    }
+    errors = {}
+    for name, where in placed.items():
+        out = ring_attention(
+            rotary(q_shard, where), rotary(k_shard, where), v_shard,
+            causal=True, layout=layout, group=group,
+        )  # fmt: skip
+        errors[name] = float((out - expected).abs().max())
+    return {"rank": rank, "errors": errors}
+
+
+def compare_with_pytorch_context_parallel(length: int = 16, *, group=None) -> dict:
+    """Run in every process of the default group: PyTorch's context parallelism
+    (``torch.distributed.tensor.experimental.context_parallel``, a prototype) beside ours.
+    Its ``buffers`` (here a causal sequence's q, k, v and its positions ``0 … L − 1``) are cut
+    with its default load balancing; we check that each process's piece is its shard of our
+    balanced layout. Then its ``scaled_dot_product_attention`` runs inside the context, the
+    output compared with ``ring_attention``'s; where PyTorch cannot run it (on a CPU in
+    torch 2.13: no CPU attention kernel is supported), the error is returned instead.
+
+    Returns ``rank``, ``same_shards`` (bool), ``attention`` (the largest difference from
+    ``ring_attention``'s output, or None) and ``error`` (``"Type: message"`` or None).
+    """
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+
+    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    generator = torch.Generator().manual_seed(0)
+    whole = torch.randn(3, 1, 2, length, 8, generator=generator)
+    q, k, v = (x.clone() for x in whole)
+    positions = torch.arange(length)
+    ours = [split_sequence(x, world_size, "balanced")[rank] for x in whole]
+    ring_out = ring_attention(*ours, causal=True, layout="balanced", group=group)
+    mesh = init_device_mesh("cpu", (world_size,))
+    result = {"rank": rank, "attention": None, "error": None}
+    with context_parallel(mesh, buffers=[q, k, v, positions], buffer_seq_dims=[2, 2, 2, 0]):
+        result["same_shards"] = all(torch.equal(a, b) for a, b in zip((q, k, v), ours)) and (
+            torch.equal(positions, shard_positions(rank, world_size, length, "balanced"))
+        )
+        try:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            result["attention"] = float((out - ring_out).abs().max())
+        except (NotImplementedError, RuntimeError) as error:
+            result["error"] = f"{type(error).__name__}: {error}"
+    return result
 
 
 def _warm_up(dim: int, dtype: torch.dtype, device: torch.device, group) -> None:

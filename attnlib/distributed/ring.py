@@ -21,6 +21,7 @@ __all__ = [
     "split_sequence",
     "join_shards",
     "shard_chunks",
+    "shard_positions",
     "ring_plan",
     "tile_counts",
     "score_counts",
@@ -56,6 +57,18 @@ def shard_chunks(rank: int, world_size: int, length: int, layout: str = "contigu
         last = 2 * world_size - 1 - rank
         chunks = [(rank * size, (rank + 1) * size), (last * size, (last + 1) * size)]
     return [(a, b) for a, b in chunks if b > a]
+
+
+def shard_positions(rank: int, world_size: int, length: int, layout: str = "contiguous"):
+    """The positions in the whole sequence of the tokens that process ``rank``'s shard holds,
+    in the order it stores them: a ``(L/P,)`` integer tensor. Whatever depends on a token's
+    position (rotary encodings, the labels of the loss) must use these, not ``0 … n − 1``.
+
+    >>> shard_positions(0, 2, 8, "balanced").tolist()
+    [0, 1, 6, 7]
+    """
+    chunks = shard_chunks(rank, world_size, length, layout)
+    return torch.cat([torch.arange(a, b) for a, b in chunks])
 
 
 def split_sequence(x: torch.Tensor, world_size: int, layout: str = "contiguous"):
@@ -301,7 +314,8 @@ class Ring:
 
 class Transfer:
     """An exchange under way: ``wait()`` returns the received tensors once every send and
-    receive has completed. ``sent_bytes``: what this process sends in it."""
+    receive has completed (again at once if called again: ``gloo`` would wait for a second
+    completion that never comes). ``sent_bytes``: what this process sends in it."""
 
     def __init__(self, received: list[torch.Tensor], requests, sent_bytes: int):
         self.received, self.requests, self.sent_bytes = received, requests, sent_bytes
@@ -309,6 +323,7 @@ class Transfer:
     def wait(self) -> list[torch.Tensor]:
         for request in self.requests:
             request.wait()
+        self.requests = []
         return self.received
 
 
@@ -479,11 +494,13 @@ def _scores(q_rows, k_rows, tile: Tile, scale: float) -> torch.Tensor:
     return scores
 
 
-def ring_forward(q, k, v, plan, scale, ring, stats, keep_logsumexp=False):
+def ring_forward(q, k, v, plan, scale, ring, stats, keep_logsumexp=False, overlap=True):
     """The forward pass in this process, for ``(N, n, d)`` shards: its output rows
     ``(N, n, d_v)`` (q's dtype) and, with ``keep_logsumexp``, each row's log-sum-exp in base 2
     ``(N, n, 1)`` (working dtype). Step by step, the next keys and values are sent for before
-    the current ones are used."""
+    the current ones are used, and waited for after (``overlap``); with ``overlap=False``
+    each exchange is waited for as soon as it starts, before the step computes (the schedule
+    that ``attnlib.distributed.time_overlap`` measures against)."""
     dtype = working_dtype(q.dtype)
     queries = q.to(dtype)
     states = {}  # one online softmax per chunk of queries, by its rows
@@ -491,6 +508,8 @@ def ring_forward(q, k, v, plan, scale, ring, stats, keep_logsumexp=False):
     for step, tiles in enumerate(plan):
         last = step == len(plan) - 1
         incoming = None if last else ring.start(keys_values)
+        if incoming is not None and not overlap:
+            incoming.wait()  # the schedule that waits: the keys arrive, then the step computes
         stats.sent_bytes.append(0 if last else incoming.sent_bytes)
         keys, values = (x.to(dtype) for x in keys_values)
         for tile in tiles:

@@ -10,8 +10,8 @@ exchanges in reverse (an all-to-all with equal parts is its own transpose).
 
 Per layer and process, the forward pass sends ``(P − 1)/P`` of each of q, k, v and the output
 shards, ``(P − 1)/P · n · (2H_q + 2H_kv) · d`` numbers (``UlyssesStats``), and the backward
-pass as much again. It needs ``H_kv`` (and ``H_q``) divisible by ``P``: at most as many
-processes as key-value heads.
+pass as much again (their gradients). It needs ``H_kv`` (and ``H_q``) divisible by ``P``: at
+most as many processes as key-value heads.
 """
 
 from __future__ import annotations
@@ -29,10 +29,13 @@ __all__ = ["ulysses_attention", "UlyssesStats"]
 
 @dataclass
 class UlyssesStats:
-    """What ``ulysses_attention`` sent, in bytes, one entry per all-to-all of the forward pass
-    (q, k, v, then the output): the ``(P − 1)/P`` of each tensor that leaves the process."""
+    """What ``ulysses_attention`` sent, in bytes, one entry per all-to-all: ``sent_bytes`` of
+    the forward pass (q, k, v, then the output), ``backward_sent_bytes`` of the backward pass
+    (the output's gradient, then those of q, k and v; in the order autograd runs them): the
+    ``(P − 1)/P`` of each tensor that leaves the process."""
 
     sent_bytes: list[int] = field(default_factory=list)
+    backward_sent_bytes: list[int] = field(default_factory=list)
 
 
 class AllToAll(torch.autograd.Function):
@@ -41,8 +44,9 @@ class AllToAll(torch.autograd.Function):
     gradient goes back by the same exchange."""
 
     @staticmethod
-    def forward(ctx, x, group):
-        ctx.group = group
+    def forward(ctx, x, group, stats):
+        ctx.group, ctx.stats = group, stats
+        _count(x, group, stats, "sent_bytes")
         x = x.contiguous()
         out = torch.empty_like(x)  # contiguous too: the parts are read and written as blocks
         dist.all_to_all_single(out, x, group=group)
@@ -51,17 +55,23 @@ class AllToAll(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         grad_out = grad_out.contiguous()
+        _count(grad_out, ctx.group, ctx.stats, "backward_sent_bytes")
         grad_in = torch.empty_like(grad_out)
         dist.all_to_all_single(grad_in, grad_out, group=ctx.group)
-        return grad_in, None
+        return grad_in, None, None
+
+
+def _count(x: torch.Tensor, group, stats: UlyssesStats | None, entry: str) -> None:
+    """Add the bytes of ``x`` that leave this process in an all-to-all to ``stats.<entry>``."""
+    if stats is not None:
+        world_size = dist.get_world_size(group)
+        sent = x.numel() * x.element_size() * (world_size - 1) // world_size
+        getattr(stats, entry).append(sent)
 
 
 def _exchange(x: torch.Tensor, group, stats: UlyssesStats | None) -> torch.Tensor:
     """One all-to-all of ``x`` ``(P, ...)`` (part ``j`` to process ``j``), counted."""
-    world_size = dist.get_world_size(group)
-    if stats is not None:
-        stats.sent_bytes.append(x.numel() * x.element_size() * (world_size - 1) // world_size)
-    return AllToAll.apply(x, group)
+    return AllToAll.apply(x, group, stats)
 
 
 def _to_heads(x: torch.Tensor, group, stats) -> torch.Tensor:
