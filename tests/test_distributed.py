@@ -73,6 +73,7 @@ def test_balanced_layout_balances_the_causal_tiles(float64_runs):
     }
     assert tiles[True, "contiguous"] == [3, 7, 11, 15]
     assert tiles[True, "balanced"] == [9, 9, 9, 9]
+    assert tiles[True, "striped"] == tiles[False, "striped"] == [4, 4, 4, 4]  # one chunk a shard
     assert tiles[False, "contiguous"] == tiles[False, "balanced"] == [16, 16, 16, 16]
     assert sum(tiles[True, "contiguous"]) == sum(tiles[True, "balanced"])  # the same work
     for key, counted in tiles.items():  # what ran is what the plan says
@@ -80,8 +81,10 @@ def test_balanced_layout_balances_the_causal_tiles(float64_runs):
     scores = {layout: [checks[True, layout]["scores"] for checks in runs] for layout in ad.LAYOUTS}
     assert scores["balanced"] == [81] * 4  # 9 tiles of 3 queries × 3 keys
     assert scores["contiguous"] == [27, 63, 99, 135]
+    assert scores["striped"] == [144] * 4  # 4 tiles of 6 × 6, each cut by the mask: computed whole
     masked = [checks[True, "balanced"]["masked_tiles"] for checks in runs]
     assert masked == [2] * 4  # each of its two chunks against itself
+    assert [checks[True, "striped"]["masked_tiles"] for checks in runs] == [4] * 4
 
 
 def test_counts_without_running():
@@ -94,6 +97,25 @@ def test_counts_without_running():
     # one token per chunk: a tile of a token with itself needs no mask
     assert ad.tile_counts(2, 4, layout="balanced", causal=True) == [5, 5]
     assert ad.score_counts(4, 8, layout="balanced", causal=True) == [9] * 4
+
+
+def test_the_striped_layout_balances_the_scores_a_kernel_must_compute():
+    """Striped shards: every process computes P tiles; in blocks of one score (a kernel that
+    skips every masked score), process r computes P·n(n − 1)/2 + n(r + 1) scores, the balanced
+    layout's count give or take n·P/2; in blocks of 256 (ours) a tile shorter than a block is
+    computed whole, twice the useful work."""
+    for p, n in ((2, 4), (4, 6), (4, 64)):
+        assert ad.tile_counts(p, p * n, layout="striped", causal=True) == [p] * p
+        useful = ad.score_counts(p, p * n, layout="striped", causal=True, block=1)
+        assert useful == [p * n * (n - 1) // 2 + n * (r + 1) for r in range(p)]
+        balanced = ad.score_counts(p, p * n, layout="balanced", causal=True, block=1)
+        assert max(abs(a - b) for a, b in zip(useful, balanced)) <= n * p / 2
+        assert sum(useful) == sum(balanced) == p * n * (p * n + 1) // 2  # the causal triangle
+        assert ad.score_counts(p, p * n, layout="striped", causal=True) == [p * n * n] * p
+    # long shards: in blocks of 256 the waste is the diagonal blocks only
+    blocks = ad.score_counts(2, 8192, layout="striped", causal=True)
+    useful = ad.score_counts(2, 8192, layout="striped", causal=True, block=1)
+    assert all(1 < b / u < 1.1 for b, u in zip(blocks, useful))
 
 
 def test_bytes_sent_per_step(float64_runs):
@@ -400,7 +422,7 @@ def test_command_line_check(capsys):
     assert ad.main(["--processes", "2", "--length", "8", "--dim", "4"]) == 0
     out = capsys.readouterr().out
     assert "passed: every error below 1e-10 (float64)" in out
-    assert out.count("\n") == 1 + 4 * 2 + 1  # a header, 4 checks × 2 processes, the verdict
+    assert out.count("\n") == 1 + 6 * 2 + 1  # a header, 6 checks × 2 processes, the verdict
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -416,16 +438,23 @@ def test_each_step_runs_in_blocks_and_still_equals_dense_attention(monkeypatch, 
 
 
 def test_tile_blocks_cover_the_tile_and_skip_what_the_mask_hides():
-    tile = ad.Tile((10, 23), (4, 30), slice(3, 16), slice(0, 26), masked=True)
-    covered = torch.zeros(13, 26, dtype=torch.bool)
-    for block in ring_module.tile_blocks(tile, size=4):
-        assert block.query[1] - block.query[0] <= 4 and block.key[1] - block.key[0] <= 4
-        rows = slice(block.query_rows.start - 3, block.query_rows.stop - 3)
-        assert not covered[rows, block.key_rows].any()  # no score twice
-        covered[rows, block.key_rows] = True
-        if not block.masked:  # a block without a mask: every key at or before every query
-            assert block.key[1] - 1 <= block.query[0]
-    assert covered[tile.allowed()].all()  # every allowed score is computed
+    contiguous = ad.Tile(range(10, 23), range(4, 30), slice(3, 16), slice(0, 26), masked=True)
+    striped = ad.Tile(range(1, 40, 3), range(2, 80, 3), slice(3, 16), slice(0, 26), masked=True)
+    for tile in (contiguous, striped):
+        covered = torch.zeros(13, 26, dtype=torch.bool)
+        for block in ring_module.tile_blocks(tile, size=4):
+            assert len(block.query) <= 4 and len(block.key) <= 4
+            rows = slice(block.query_rows.start - 3, block.query_rows.stop - 3)
+            assert not covered[rows, block.key_rows].any()  # no score twice
+            covered[rows, block.key_rows] = True
+            if not block.masked:  # a block without a mask: every key at or before every query
+                assert block.key[-1] <= block.query[0]
+            first = tile.query.index(block.query[0]), tile.key.index(block.key[0])
+            assert torch.equal(  # the block's mask is its part of the tile's
+                block.allowed(),
+                tile.allowed()[first[0] : first[0] + 4, first[1] : first[1] + 4],
+            )
+        assert covered[tile.allowed()].all()  # every allowed score is computed
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -472,12 +501,14 @@ def test_ulysses_needs_as_many_key_value_heads_as_processes():
         )
 
 
-@pytest.mark.parametrize("processes", [2, 4])
-def test_rotary_positions_follow_the_tokens_of_the_balanced_layout(processes):
-    """A model with rotary positions gives dense attention's output under the balanced layout
-    when each process turns its tokens by their places in the whole sequence
+@pytest.mark.parametrize(
+    ("processes", "layout"), [(2, "balanced"), (4, "balanced"), (2, "striped")]
+)
+def test_rotary_positions_follow_the_tokens_of_the_balanced_layout(processes, layout):
+    """A model with rotary positions gives dense attention's output under the balanced (and
+    striped) layout when each process turns its tokens by their places in the whole sequence
     (``shard_positions``); by 0 … n − 1 it does not."""
-    results = ad.launch(ad.compare_rotary_with_dense, processes, timeout=TIMEOUT)
+    results = ad.launch(ad.compare_rotary_with_dense, processes, layout=layout, timeout=TIMEOUT)
     for r in results:
         assert r["errors"]["whole-sequence positions"] < 1e-12, r
         assert r["errors"]["shard positions"] > 0.1, r

@@ -46,13 +46,15 @@ it, each process adding its queries' share, and arrive back at the shard's own p
 need only its own keys while process ``P − 1``'s need all of them: the first process idles
 while the last does all the work. ``layout="balanced"`` cuts the sequence into ``2P`` chunks
 and gives process ``r`` chunks ``r`` and ``2P − 1 − r``, one from each end (the zig-zag
-layout, used for the context parallelism of Llama 3, Dubey et al., 2024; striped attention,
-Brandon et al., 2023, balances the work another way, giving each process every P-th token):
-then every process computes the same number of tiles. In both layouts a shard is two chunks,
-and a *tile* is one chunk of queries times one chunk of keys; tiles entirely above the
-diagonal are skipped. ``tile_counts`` counts the tiles
-of each process without running anything, and a ``RingStats`` passed to ``ring_attention``
-counts those it computes and the bytes it sends at each step.
+layout, used for the context parallelism of Llama 3, Dubey et al., 2024): then every process
+computes the same number of tiles. In these two layouts a shard is two chunks, and a *tile* is
+one chunk of queries times one chunk of keys; tiles entirely above the diagonal are skipped.
+``layout="striped"`` balances the work another way (striped attention, Brandon et al., 2023):
+process ``r`` holds every ``P``-th token from token ``r``, one strided chunk, so that every tile
+is cut by the mask and the saving comes from the blocks above the diagonal inside each tile.
+``tile_counts`` and ``score_counts`` count the tiles and scores of each process without
+running anything, and a ``RingStats`` passed to ``ring_attention`` counts those it computes
+and the bytes it sends at each step.
 
 **Positions follow the tokens.** A shard's tokens are not at positions ``0 … n − 1`` of the
 sequence: ``shard_positions`` gives their places, which rotary encodings and the labels of the

@@ -270,7 +270,7 @@ def _return_freed_blocks() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m attnlib.distributed``: check ring attention against dense attention,
-    without and with the causal mask, in both layouts, forward and backward; print each
+    without and with the causal mask, in every layout, forward and backward; print each
     process's largest error, tiles, peak memory of the ring (``peak_memory_bytes``) and bytes
     sent; exit 1 if an error is too large (float64: 1e-10; float32: 1e-4). Each process also
     computes dense attention of the whole sequence, the reference, so ``--length`` is limited

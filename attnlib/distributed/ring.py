@@ -29,34 +29,40 @@ __all__ = [
     "RingStats",
 ]
 
-#: The two ways of cutting the sequence into shards (``layout=``): contiguous, or balanced
-#: (each process holds chunk r and chunk 2P - 1 - r of 2P, so that causal work is equal).
-LAYOUTS = ("contiguous", "balanced")
+#: The ways of cutting the sequence into shards (``layout=``): contiguous; balanced (each
+#: process holds chunk r and chunk 2P - 1 - r of 2P, so that causal work is equal); striped
+#: (process r holds every P-th token from token r: causal work equal too).
+LAYOUTS = ("contiguous", "balanced", "striped")
 
 
 # --------------------------------------------------------------------------- the layouts
 
 
 def shard_chunks(rank: int, world_size: int, length: int, layout: str = "contiguous"):
-    """The two chunks of process ``rank``'s shard, as ``(start, stop)`` positions of the whole
+    """The chunks of process ``rank``'s shard, as ``range`` objects of positions of the whole
     sequence, in the order the shard stores them (empty chunks left out).
 
     ``"contiguous"``: the shard ``r·n … (r+1)·n − 1`` (``n = L/P``), cut in two halves.
     ``"balanced"``: chunks ``r`` and ``2P − 1 − r`` of ``2P`` chunks of ``L/(2P)`` tokens.
+    ``"striped"``: one chunk, every ``P``-th position from ``r`` (Brandon et al., 2023).
 
     >>> shard_chunks(0, 4, 16, "contiguous"), shard_chunks(0, 4, 16, "balanced")
-    ([(0, 2), (2, 4)], [(0, 2), (14, 16)])
+    ([range(0, 2), range(2, 4)], [range(0, 2), range(14, 16)])
+    >>> shard_chunks(1, 4, 16, "striped")
+    [range(1, 16, 4)]
     """
     _check_layout_length("shard_chunks", length, world_size, layout)
+    if layout == "striped":
+        return [range(rank, length, world_size)]
     if layout == "contiguous":
         size = length // world_size
         start, middle = rank * size, rank * size + (size + 1) // 2
-        chunks = [(start, middle), (middle, start + size)]
+        chunks = [range(start, middle), range(middle, start + size)]
     else:
         size = length // (2 * world_size)
         last = 2 * world_size - 1 - rank
-        chunks = [(rank * size, (rank + 1) * size), (last * size, (last + 1) * size)]
-    return [(a, b) for a, b in chunks if b > a]
+        chunks = [range(rank * size, (rank + 1) * size), range(last * size, (last + 1) * size)]
+    return [chunk for chunk in chunks if len(chunk)]
 
 
 def shard_positions(rank: int, world_size: int, length: int, layout: str = "contiguous"):
@@ -68,13 +74,13 @@ def shard_positions(rank: int, world_size: int, length: int, layout: str = "cont
     [0, 1, 6, 7]
     """
     chunks = shard_chunks(rank, world_size, length, layout)
-    return torch.cat([torch.arange(a, b) for a, b in chunks])
+    return torch.cat([torch.arange(c.start, c.stop, c.step) for c in chunks])
 
 
 def split_sequence(x: torch.Tensor, world_size: int, layout: str = "contiguous"):
     """The ``world_size`` shards of a whole sequence ``x`` ``(..., L, d)``, process 0's first:
     a list of ``(..., L/P, d)`` tensors (copies). ``L`` must be divisible by ``P``
-    (``"contiguous"``) or by ``2P`` (``"balanced"``).
+    (``"contiguous"``, ``"striped"``) or by ``2P`` (``"balanced"``).
 
     >>> [s.flatten().tolist() for s in split_sequence(torch.arange(6.0)[:, None], 3)]
     [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
@@ -84,10 +90,7 @@ def split_sequence(x: torch.Tensor, world_size: int, layout: str = "contiguous")
     _checks.require_positive_int(fn, "world_size", world_size)
     length = x.shape[-2]
     _check_layout_length(fn, length, world_size, layout)
-    return [
-        torch.cat([x[..., a:b, :] for a, b in shard_chunks(r, world_size, length, layout)], -2)
-        for r in range(world_size)
-    ]
+    return [x[..., shard_positions(r, world_size, length, layout), :] for r in range(world_size)]
 
 
 def join_shards(shards: Sequence[torch.Tensor], layout: str = "contiguous") -> torch.Tensor:
@@ -106,25 +109,23 @@ def join_shards(shards: Sequence[torch.Tensor], layout: str = "contiguous") -> t
     if len(shapes) > 1:
         got = ", ".join(_checks.shape_str(s) for s in shards)
         raise ValueError(f"{fn}: every shard must have the same shape (..., L/P, d); got {got}")
-    world_size, size = len(shards), shards[0].shape[-2]
-    pieces = []  # (start, rows) of every chunk, put in order of position below
-    for rank, shard in enumerate(shards):
-        offset = 0
-        for a, b in shard_chunks(rank, world_size, size * world_size, layout):
-            pieces.append((a, shard[..., offset : offset + b - a, :]))
-            offset += b - a
-    return torch.cat([rows for _, rows in sorted(pieces, key=lambda p: p[0])], -2)
+    world_size, length = len(shards), shards[0].shape[-2] * len(shards)
+    positions = torch.cat(
+        [shard_positions(r, world_size, length, layout) for r in range(world_size)]
+    )
+    return torch.cat(list(shards), -2)[..., torch.argsort(positions), :]  # in order of position
 
 
 def _check_layout_length(fn: str, length: int, world_size: int, layout: str) -> None:
-    """``L`` divisible by ``P`` (contiguous) or ``2P`` (balanced), at least one token a shard."""
+    """``L`` divisible by ``P`` (contiguous, striped) or ``2P`` (balanced), at least one token
+    a shard."""
     _checks.check_choice(fn, "layout", layout, LAYOUTS)
-    parts = world_size if layout == "contiguous" else 2 * world_size
+    parts = 2 * world_size if layout == "balanced" else world_size
     if length < parts or length % parts:
-        how = "P" if layout == "contiguous" else "2P (two chunks per process)"
+        how = "2P (two chunks per process)" if layout == "balanced" else "P"
         raise ValueError(
             f"{fn}: layout={layout!r} needs a sequence length L divisible by {how} = {parts}, "
-            f"at least one token per {'shard' if layout == 'contiguous' else 'chunk'}; "
+            f"at least one token per {'chunk' if layout == 'balanced' else 'shard'}; "
             f"got L={length} for P={world_size} processes"
         )
 
@@ -136,13 +137,13 @@ def _check_layout_length(fn: str, length: int, world_size: int, layout: str) -> 
 class Tile:
     """One tile of a ring step: a chunk of queries times a chunk of keys.
 
-    ``query`` and ``key`` are ``(start, stop)`` positions in the whole sequence;
-    ``query_rows`` and ``key_rows`` the same rows in the query shard and in the key shard;
-    ``masked``: the causal mask cuts the tile (some of its keys come after some of its
-    queries), so it needs a mask; else every key is visible."""
+    ``query`` and ``key`` are the positions in the whole sequence (``range`` objects, strided in
+    the striped layout); ``query_rows`` and ``key_rows`` the same rows in the query shard and in
+    the key shard; ``masked``: the causal mask cuts the tile (some of its keys come after some
+    of its queries), so it needs a mask; else every key is visible."""
 
-    query: tuple[int, int]
-    key: tuple[int, int]
+    query: range
+    key: range
     query_rows: slice
     key_rows: slice
     masked: bool
@@ -150,13 +151,14 @@ class Tile:
     @property
     def scores(self) -> int:
         """How many query–key scores the tile computes (per sequence)."""
-        return (self.query[1] - self.query[0]) * (self.key[1] - self.key[0])
+        return len(self.query) * len(self.key)
 
     def allowed(self, device=None) -> torch.Tensor:
         """The tile's causal mask ``(queries, keys)``: True where key position <= query
         position."""
-        queries = torch.arange(*self.query, device=device)
-        keys = torch.arange(*self.key, device=device)
+        q, k = self.query, self.key
+        queries = torch.arange(q.start, q.stop, q.step, device=device)
+        keys = torch.arange(k.start, k.stop, k.step, device=device)
         return keys[None, :] <= queries[:, None]
 
 
@@ -172,21 +174,24 @@ def tile_blocks(tile: Tile, size: int | None = None):
     each a ``Tile`` itself; under the causal mask, blocks whose every key comes after every
     query are left out.
 
-    >>> whole = Tile((0, 6), (0, 6), slice(0, 6), slice(0, 6), masked=True)
-    >>> [(b.query, b.key, b.masked) for b in tile_blocks(whole, size=4)]
-    [((0, 4), (0, 4), True), ((4, 6), (0, 4), False), ((4, 6), (4, 6), True)]
+    >>> whole = Tile(range(6), range(6), slice(0, 6), slice(0, 6), masked=True)
+    >>> for block in tile_blocks(whole, size=4):
+    ...     print(block.query, block.key, block.masked)
+    range(0, 4) range(0, 4) True
+    range(4, 6) range(0, 4) False
+    range(4, 6) range(4, 6) True
     """
     size = size or BLOCK
-    for first_q in range(tile.query[0], tile.query[1], size):
-        last_q = min(first_q + size, tile.query[1])
-        q_rows = _shifted(tile.query_rows, first_q - tile.query[0], last_q - first_q)
-        for first_k in range(tile.key[0], tile.key[1], size):
-            last_k = min(first_k + size, tile.key[1])
-            if tile.masked and first_k > last_q - 1:  # every key after every query
+    for i in range(0, len(tile.query), size):
+        queries = tile.query[i : i + size]
+        for j in range(0, len(tile.key), size):
+            keys = tile.key[j : j + size]
+            if tile.masked and keys[0] > queries[-1]:  # every key after every query
                 continue
-            k_rows = _shifted(tile.key_rows, first_k - tile.key[0], last_k - first_k)
-            masked = tile.masked and last_k - 1 > first_q
-            yield Tile((first_q, last_q), (first_k, last_k), q_rows, k_rows, masked)
+            masked = tile.masked and keys[-1] > queries[0]
+            q_rows = _shifted(tile.query_rows, i, len(queries))
+            k_rows = _shifted(tile.key_rows, j, len(keys))
+            yield Tile(queries, keys, q_rows, k_rows, masked)
 
 
 def _shifted(rows: slice, offset: int, count: int) -> slice:
@@ -197,9 +202,9 @@ def _shifted(rows: slice, offset: int, count: int) -> slice:
 def _with_rows(chunks):
     """``(chunk, rows of the shard)`` for a shard's chunks, stored one after the other."""
     rows, offset = [], 0
-    for a, b in chunks:
-        rows.append(((a, b), slice(offset, offset + b - a)))
-        offset += b - a
+    for chunk in chunks:
+        rows.append((chunk, slice(offset, offset + len(chunk))))
+        offset += len(chunk)
     return rows
 
 
@@ -219,9 +224,9 @@ def ring_plan(rank: int, world_size: int, length: int, layout: str, causal: bool
         keys = _with_rows(shard_chunks(source, world_size, length, layout))
         tiles = []
         for (q, q_rows), (k, k_rows) in ((q, k) for q in queries for k in keys):
-            if causal and k[0] > q[1] - 1:  # every key after every query
+            if causal and k[0] > q[-1]:  # every key after every query
                 continue
-            masked = causal and k[1] - 1 > q[0]  # some key after some query
+            masked = causal and k[-1] > q[0]  # some key after some query
             tiles.append(Tile(q, k, q_rows, k_rows, masked))
         plan.append(tiles)
     return plan
@@ -243,16 +248,28 @@ def tile_counts(world_size: int, length: int, *, layout: str = "contiguous", cau
     ]
 
 
-def score_counts(world_size: int, length: int, *, layout: str = "contiguous", causal: bool):
+def score_counts(
+    world_size: int,
+    length: int,
+    *,
+    layout: str = "contiguous",
+    causal: bool,
+    block: int | None = None,
+):
     """How many query–key scores each process computes (per sequence), rank by rank: the
-    areas of its tiles. Masked tiles count in full: they are computed, then masked.
+    areas of the blocks (``tile_blocks``, of ``block`` × ``block``, ``BLOCK`` by default) that
+    its tiles are computed in. A block the causal mask cuts counts in full (it is computed,
+    then masked); a block it hides entirely is skipped.
 
     >>> score_counts(2, 8, layout="contiguous", causal=True)
     [12, 28]
+    >>> [score_counts(2, 8, layout="striped", causal=True, block=b) for b in (None, 1)]
+    [[32, 32], [16, 20]]
     """
+    plans = [ring_plan(r, world_size, length, layout, causal) for r in range(world_size)]
     return [
-        sum(t.scores for tiles in ring_plan(r, world_size, length, layout, causal) for t in tiles)
-        for r in range(world_size)
+        sum(b.scores for tiles in plan for t in tiles for b in tile_blocks(t, block))
+        for plan in plans
     ]
 
 
@@ -263,10 +280,11 @@ class RingStats:
 
     ``tiles``: tile products ``Q_chunk K_chunkᵀ`` of the forward pass (each for all ``B·H``
     sequences at once), ``masked_tiles`` of them cut by the causal mask, ``scores``: the
-    query–key scores they computed, per sequence. ``sent_bytes``: the bytes this process sent
-    at each forward step (keys and values; 0 at the last step); ``backward_sent_bytes``: at
-    each backward step (keys and values, and the gradients of the keys and values that travel
-    with them, in the working dtype). The backward pass recomputes the forward's tiles.
+    query–key scores they computed, per sequence, in blocks (as ``score_counts``).
+    ``sent_bytes``: the bytes this process sent at each forward step (keys and values; 0 at
+    the last step); ``backward_sent_bytes``: at each backward step (keys and values, and the
+    gradients of the keys and values that travel with them, in the working dtype). The
+    backward pass recomputes the forward's tiles.
     """
 
     tiles: int = 0
@@ -275,11 +293,11 @@ class RingStats:
     sent_bytes: list[int] = field(default_factory=list)
     backward_sent_bytes: list[int] = field(default_factory=list)
 
-    def count(self, tile: Tile) -> None:
-        """Count one tile computed by the forward pass."""
+    def count(self, tile: Tile, blocks: Sequence[Tile]) -> None:
+        """Count one tile computed by the forward pass, in the ``blocks`` it was computed in."""
         self.tiles += 1
         self.masked_tiles += tile.masked
-        self.scores += tile.scores
+        self.scores += sum(block.scores for block in blocks)
 
 
 # --------------------------------------------------------------------------- the ring
@@ -513,12 +531,13 @@ def ring_forward(q, k, v, plan, scale, ring, stats, keep_logsumexp=False, overla
         stats.sent_bytes.append(0 if last else incoming.sent_bytes)
         keys, values = (x.to(dtype) for x in keys_values)
         for tile in tiles:
-            for block in tile_blocks(tile):  # FlashAttention inside the step: block by block
+            blocks = list(tile_blocks(tile))  # FlashAttention inside the step: block by block
+            for block in blocks:
                 rows = block.query_rows
                 state = states.setdefault(rows.start, (rows, OnlineSoftmax(False, scale)))[1]
                 scores = _scores(queries[:, rows], keys[:, block.key_rows], block, state.scale)
                 state.fold(scores, values[:, block.key_rows])
-            stats.count(tile)
+            stats.count(tile, blocks)
         if incoming is not None:
             keys_values = incoming.wait()
     results = [state.result() for _, (rows, state) in sorted(states.items())]
