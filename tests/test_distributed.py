@@ -564,8 +564,8 @@ def test_overlap_hides_the_slow_link_and_waiting_pays_for_it():
     than a step (model: no longer); the schedule that waits pays the link at each step (model:
     T more per transfer). Medians of differences taken round by round (the three passes of a
     round run back to back), with margins for a loaded machine."""
-    rounds = 5
-    results = ad.launch(ad.time_overlap, 2, length=1024, rounds=rounds, timeout=TIMEOUT)
+    rounds = 7
+    results = ad.launch(ad.time_overlap, 2, length=2048, rounds=rounds, timeout=TIMEOUT)
     compute, overlapped, waiting = (
         torch.tensor([max(getattr(r, name)[i] for r in results) for i in range(rounds)])
         for name in ("compute", "overlapped", "waiting")

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from .. import _checks
 
-__all__ = ["ulysses_attention", "UlyssesStats"]
+__all__ = ["ulysses_attention", "UlyssesStats", "to_heads", "to_tokens"]
 
 
 @dataclass
@@ -74,9 +74,10 @@ def _exchange(x: torch.Tensor, group, stats: UlyssesStats | None) -> torch.Tenso
     return AllToAll.apply(x, group, stats)
 
 
-def _to_heads(x: torch.Tensor, group, stats) -> torch.Tensor:
-    """``(B, H, n, d)``, my tokens of every head → ``(B, H/P, L, d)``, every token of my
-    heads (process ``j`` gets heads ``j·H/P … (j+1)·H/P − 1``)."""
+def to_heads(x: torch.Tensor, group=None, stats: UlyssesStats | None = None) -> torch.Tensor:
+    """Ulysses' first all-to-all, called in every process of ``group``: ``(B, H, n, d)``, my
+    tokens of every head → ``(B, H/P, L, d)``, every token of my heads (process ``j`` gets
+    heads ``j·H/P … (j+1)·H/P − 1``; the tokens of process ``i`` come ``i``-th)."""
     world_size = dist.get_world_size(group)
     batch, heads, n, dim = x.shape
     parts = x.reshape(batch, world_size, heads // world_size, n, dim).transpose(0, 1)
@@ -84,8 +85,9 @@ def _to_heads(x: torch.Tensor, group, stats) -> torch.Tensor:
     return received.permute(1, 2, 0, 3, 4).reshape(batch, heads // world_size, -1, dim)
 
 
-def _to_tokens(x: torch.Tensor, group, stats) -> torch.Tensor:
-    """The inverse of ``_to_heads``: ``(B, H/P, L, d)`` → ``(B, H, n, d)``."""
+def to_tokens(x: torch.Tensor, group=None, stats: UlyssesStats | None = None) -> torch.Tensor:
+    """The inverse of ``to_heads``, Ulysses' second all-to-all: ``(B, H/P, L, d)`` →
+    ``(B, H, n, d)``."""
     world_size = dist.get_world_size(group)
     batch, my_heads, length, dim = x.shape
     parts = x.reshape(batch, my_heads, world_size, length // world_size, dim).permute(2, 0, 1, 3, 4)
@@ -130,6 +132,6 @@ def ulysses_attention(q, k, v, *, causal=False, scale=None, group=None, stats=No
                 f"P = {world_size}: Ulysses gives each process H/P whole heads"
             )
     _checks.require_flag(fn, "causal", causal)
-    heads = [_to_heads(x, group, stats) for x in (q, k, v)]
+    heads = [to_heads(x, group, stats) for x in (q, k, v)]
     out = F.scaled_dot_product_attention(*heads, is_causal=causal, scale=scale, enable_gqa=True)
-    return _to_tokens(out, group, stats)
+    return to_tokens(out, group, stats)

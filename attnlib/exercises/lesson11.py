@@ -186,7 +186,7 @@ def _to_heads_in_a_process(to_heads, heads: int, length: int) -> dict:
 
     from ..distributed.cli import dense_reference
     from ..distributed.ring import split_sequence
-    from ..distributed.ulysses import _to_tokens
+    from ..distributed.ulysses import to_tokens
 
     rank, world_size = dist.get_rank(), dist.get_world_size()
     batch, dim = 2, 3
@@ -202,7 +202,7 @@ def _to_heads_in_a_process(to_heads, heads: int, length: int) -> dict:
     error = float("inf")
     if all(s.shape == (batch, heads // world_size, length, dim) for s in shards):
         out = F.scaled_dot_product_attention(*shards, is_causal=True)
-        error = float((_to_tokens(out, None, None) - expected).abs().max())
+        error = float((to_tokens(out) - expected).abs().max())
     return {"labelled": got, "error": error}
 
 
