@@ -220,6 +220,34 @@ def test_translated_code_keeps_the_program_and_places_each_comment():
     assert result == "# 一\n# 二\n# 三\nx = 1  # 之后\n    # @title 参考答案 01.1\n"
 
 
+def test_shell_comments_are_translated_and_nothing_else():
+    source = 'make book    # builds it\n# a whole line\necho "no # comment" x=a#b\n'
+    chinese = {"builds it": "构建", "a whole line": "一整行"}
+    result = translations.translated_code(source, chinese, "bash")
+    assert result == 'make book    # 构建\n# 一整行\necho "no # comment" x=a#b\n'
+
+
+def test_the_pages_shell_comments_are_in_chinese():
+    intro = (translations.ZH / "book" / "intro.md").read_text(encoding="utf-8")
+    assert "make book    # 构建两个版本：中文版在 _build/html/zh/index.html" in intro
+    assert "builds both editions" not in intro
+
+
+def test_an_adapted_message_must_keep_its_adaptation(tmp_path, monkeypatch):
+    catalog = polib.POFile()
+    catalog.append(polib.POEntry(msgid="Run it on Colab.", msgstr="在 Colab 上运行。"))
+    catalog.append(polib.POEntry(msgid="Read it.", msgstr="阅读：html/zh/index.html"))
+    catalog.save(str(tmp_path / "page.po"))
+    monkeypatch.setattr(translations, "CATALOGS", tmp_path)
+    adapted = {("page", "Run it"): "中国大陆", ("page", "Read"): "html/zh/", ("page", "Gone"): "x"}
+    monkeypatch.setattr(translations, "ADAPTED", adapted)
+    found = {(p.msgid, p.what) for p in translations.check_catalog("page", pairs=[])}
+    assert found == {
+        ("Run it on Colab.", "adapted: must contain 中国大陆"),
+        ("Gone", "ADAPTED matches 0 messages, not 1"),
+    }
+
+
 @pytest.mark.parametrize("page", LESSONS)
 def test_chinese_badge_opens_the_chinese_notebook(page):
     chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))

@@ -209,17 +209,40 @@ class Comment:
     full_line: bool
 
 
-def cell_comments(source: str) -> list[Comment]:
+def python_comments(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every comment of Python code (0-based line)."""
+    return [
+        (token.start[0] - 1, token.start[1], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+
+
+SHELL_COMMENT = re.compile(r"""^(?:[^'"#]|'[^']*'|"[^"]*"|(?<=\S)#)*?(?:(?<=\s)|^)(#.*)$""")
+
+
+def shell_comments(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every comment of shell commands: a ``#`` that starts a word
+    outside quotes, to the end of its line."""
+    found = []
+    for row, line in enumerate(source.splitlines()):
+        match = SHELL_COMMENT.match(line)
+        if match:
+            found.append((row, match.start(1), match[1]))
+    return found
+
+
+COMMENTS = {"python": python_comments, "bash": shell_comments}
+
+
+def cell_comments(source: str, language: str = "python") -> list[Comment]:
     """The comments of one code cell, full-line comments on adjacent lines in one block."""
     lines = source.splitlines()
     comments: list[Comment] = []
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type != tokenize.COMMENT:
-            continue
-        text = token.string[1:].removeprefix(" ").rstrip()
+    for row, column, token in COMMENTS[language](source):
+        text = token[1:].removeprefix(" ").rstrip()
         if not text.strip() or PRAGMA.match(text):
             continue
-        row, column = token.start[0] - 1, token.start[1]
         full_line = not lines[row][:column].strip()
         previous = comments[-1] if comments else None
         title = text.startswith(COLAB_TITLE)
@@ -243,10 +266,10 @@ def comment_message(comment: Comment) -> str:
     return comment.msgid.removeprefix(COLAB_TITLE)
 
 
-def translated_code(source: str, translations: dict[str, str]) -> str:
+def translated_code(source: str, translations: dict[str, str], language: str = "python") -> str:
     """A code cell with every comment in Chinese (and nothing else changed)."""
     lines = source.splitlines(keepends=True)
-    for comment in reversed(cell_comments(source)):
+    for comment in reversed(cell_comments(source, language)):
         chinese = translations[comment_message(comment)]
         if comment.msgid.startswith(COLAB_TITLE):
             chinese = COLAB_TITLE + chinese
@@ -268,21 +291,23 @@ def code_catalog(page: str) -> str:
     return f"code/{page}"
 
 
-PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+#: A Markdown page's fenced code blocks whose comments are translated.
+CODE_BLOCK = re.compile(r"^( *)```(python|bash)\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 
 
-def code_pieces(page: str) -> list[tuple[str, int]]:
-    """The Python code of a page and the line each piece starts on: a notebook's code cells
-    (numbered as MyST-NB numbers them), a Markdown page's fenced ``python`` blocks."""
+def code_pieces(page: str) -> list[tuple[str, int, str]]:
+    """The code of a page, the line each piece starts on and its language: a notebook's code
+    cells (numbered as MyST-NB numbers them), a Markdown page's fenced ``python`` and
+    ``bash`` blocks."""
     source = source_path(page).read_text(encoding="utf-8")
     if source_path(page).suffix == ".md":
         return [
-            (block[1], source.count("\n", 0, block.start(1)) + 1)
-            for block in PYTHON_BLOCK.finditer(source)
+            (block[3], source.count("\n", 0, block.start(3)) + 1, block[2])
+            for block in CODE_BLOCK.finditer(source)
         ]
     cells = json.loads(source)["cells"]
     return [
-        ("".join(cell["source"]), (index + 1) * CELL_LINES + 1)
+        ("".join(cell["source"]), (index + 1) * CELL_LINES + 1, "python")
         for index, cell in enumerate(cells)
         if cell["cell_type"] == "code"
     ]
@@ -291,8 +316,8 @@ def code_pieces(page: str) -> list[tuple[str, int]]:
 def comment_messages(page: str) -> dict[str, list[tuple[str, int]]]:
     """{message: [(file, line)]} of every comment of a page's code, in order."""
     messages: dict[str, list[tuple[str, int]]] = {}
-    for code, first_line in code_pieces(page):
-        for comment in cell_comments(code):
+    for code, first_line, language in code_pieces(page):
+        for comment in cell_comments(code, language):
             where = (source_path(page).name, first_line + comment.first)
             messages.setdefault(comment_message(comment), []).append(where)
     return messages
@@ -594,6 +619,20 @@ PHRASES = {
     "Source documents": "参考资料",
 }
 
+#: Messages whose Chinese is meant to say more than the English, or something else: what a
+#: reader in mainland China needs (the Chinese edition's own paths, the services that cannot
+#: be reached there). {(catalog, the msgid's start): text the Chinese must contain}. ``check``
+#: fails when one of these no longer matches exactly one message, or when its Chinese lost the
+#: adaptation, so that a retranslation cannot undo it by accident.
+ADAPTED = {
+    ("code/book/intro", "builds both editions"): "中文版",
+    ("book/intro", "**Run it on Colab.**"): "{ref}`setup-offline`",
+    ("book/course", "**No installation**"): "{ref}`setup-offline`",
+    ("book/setup", "Colab, GitHub and the default package index"): "中国大陆",
+    ("book/setup", "**Read without running.**"): "`html/zh/index.html`（中文版）",
+    ("book/setup", "**On a Jupyter platform that you can reach.**"): "国内",
+}
+
 #: Single-word glossary terms that the book also uses in another sense: for these, the
 #: glossary's Chinese is not required wherever the word appears (every other single-word
 #: term is checked like a multi-word one).
@@ -649,13 +688,29 @@ def term_problems(msgid: str, msgstr: str, pairs: list[tuple[str, str]]) -> list
     return problems
 
 
+def adaptation_problems(page: str, entries: list[polib.POEntry]) -> list[Problem]:
+    """The ``ADAPTED`` messages of a catalog that are gone, ambiguous or not adapted."""
+    problems = []
+    for (catalog, start), required in ADAPTED.items():
+        if catalog != page:
+            continue
+        found = [e for e in entries if not e.obsolete and e.msgid.startswith(start)]
+        if len(found) != 1:
+            problems.append(Problem(page, start, f"ADAPTED matches {len(found)} messages, not 1"))
+        elif found[0].msgstr and required not in found[0].msgstr:
+            problems.append(Problem(page, found[0].msgid, f"adapted: must contain {required}"))
+    return problems
+
+
 def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list[Problem]:
-    """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers."""
+    """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers,
+    adaptations lost."""
     pairs = glossary_pairs() if pairs is None else pairs
     terms = glossary_terms()
     english_cells = key_term_cells(page) if page in toc_entries() else set()
-    problems = []
-    for entry in polib.pofile(str(catalog_path(page))):
+    catalog = polib.pofile(str(catalog_path(page)))
+    problems = adaptation_problems(page, list(catalog))
+    for entry in catalog:
         if entry.obsolete:
             continue
         if not entry.msgstr:
@@ -918,8 +973,9 @@ def translated_page(page: str, template: polib.POFile) -> str:
     if not comment_messages(page):
         return text
     comments = load_translations(code_catalog(page), normalise=False)
-    return PYTHON_BLOCK.sub(
-        lambda block: block[0].replace(block[1], translated_code(block[1], comments)), text
+    return CODE_BLOCK.sub(
+        lambda block: block[0].replace(block[3], translated_code(block[3], comments, block[2])),
+        text,
     )
 
 
