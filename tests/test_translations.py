@@ -220,6 +220,23 @@ def test_translated_code_keeps_the_program_and_places_each_comment():
     assert result == "# 一\n# 二\n# 三\nx = 1  # 之后\n    # @title 参考答案 01.1\n"
 
 
+@pytest.mark.parametrize(
+    "msgid, drift, rendering",
+    [
+        ("a running maximum $m$", "运行最大值 $m$", "累计最大值 $m$"),
+        ("and a running sum", "和运行和", "和累计和"),
+        ("the far task", "远程任务", "远距离任务"),
+        ("each chunk of the cache", "缓存的每一块", "缓存的每一段"),
+    ],
+)
+def test_the_glossary_requires_one_rendering_wherever_the_term_appears(msgid, drift, rendering):
+    """A whitelist: the 2026-11-28 review's drifts are refused because they are not the
+    glossary's rendering, not because someone listed them."""
+    pairs = translations.glossary_pairs()
+    assert translations.term_problems(msgid, drift, pairs)
+    assert not translations.term_problems(msgid, rendering, pairs)
+
+
 def test_shell_comments_are_translated_and_nothing_else():
     source = 'make book    # builds it\n# a whole line\necho "no # comment" x=a#b\n'
     chinese = {"builds it": "构建", "a whole line": "一整行"}
