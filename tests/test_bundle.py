@@ -32,6 +32,8 @@ import nbformat
 import pytest
 from test_fresh_learner import link_preinstalled
 
+from conventions import SETUP_MESSAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -190,7 +192,7 @@ def platform_setup_cell_installs_from_the_wheel(folder: Path, env: dict[str, str
     nb = nbformat.read(folder / "platform.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for o in nb.cells[1].outputs)
     wheel = next((folder / "wheels").glob("attnlib-*.whl"))
-    assert f"attnlib installed from {wheel}" in printed, printed
+    assert SETUP_MESSAGES["zh_CN"]["installed"].format(source=wheel) in printed, printed
 
 
 def test_the_windows_commands_are_the_posix_ones():

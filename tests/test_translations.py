@@ -121,11 +121,42 @@ def math_spans(markdown: str) -> Counter:
     return Counter(translations.math_skeleton(m) for m in translations.MATH.findall(markdown))
 
 
-def program(source: str, language: str) -> str:
+class WithoutStrings(ast.NodeTransformer):
+    """Every string constant replaced by the same one, and an f-string by its values only."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.Constant("") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.JoinedStr:
+        node.values = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        return self.generic_visit(node)
+
+
+def program(source: str, language: str, strings: bool = True) -> str:
     """The syntax tree of a code cell (comments are not in it), with the one line that
-    differs between the editions, the checkers' language, read as English."""
+    differs between the editions, the checkers' language, read as English; without its
+    strings' text if not ``strings``."""
     setting = translations.LANGUAGE_SETTING
-    return ast.dump(ast.parse(source.replace(setting[language], setting["en"])))
+    tree = ast.parse(source.replace(setting[language], setting["en"]))
+    return ast.dump(tree if strings else WithoutStrings().visit(tree))
+
+
+def without_comments(text: list[str] | str) -> list[str]:
+    """The lines of printed code, each without its comment (and the lines that were one)."""
+    lines = "".join(text).splitlines()
+    found = {row: column for row, column, _ in translations.shell_comments("\n".join(lines))}
+    return [line[: found.get(row, len(line))].rstrip() for row, line in enumerate(lines)]
+
+
+def test_the_printed_kernel_speaks_chinese():
+    """Lesson 09 prints its Triton kernel to be read line by line: in Chinese, its comments too."""
+    page = translations.ZH / "lessons/09_flash_attention.ipynb"
+    cells = json.loads(page.read_text(encoding="utf-8"))["cells"]
+    listed = [c for c in cells if translations.LISTING_TAG in c["metadata"].get("tags", [])]
+    outputs = [o for c in listed for o in c["outputs"] if o["output_type"] == "stream"]
+    text = "".join("".join(o["text"]) for o in outputs)
+    assert "def _forward_kernel(" in text and "# 被屏蔽的键的权重：2^(−∞) = 0" in text
+    assert "moves the sums made under the old maximum" not in text
 
 
 def without_caption(metadata: dict) -> dict:
@@ -154,10 +185,17 @@ def test_chinese_notebook_is_the_english_program_with_chinese_words(page):
             for k, v in en_prompts.items()
         }
         if en["cell_type"] == "code":
-            assert program("".join(zh["source"]), "zh_CN") == program("".join(en["source"]), "en")
+            # the setup cell is the same program with its messages in Chinese
+            strings = "setup" not in en["metadata"].get("tags", [])
+            zh_program = program("".join(zh["source"]), "zh_CN", strings)
+            assert zh_program == program("".join(en["source"]), "en", strings)
             assert zh["execution_count"] == en["execution_count"]
             assert len(zh["outputs"]) == len(en["outputs"])
+            listing = translations.LISTING_TAG in en["metadata"].get("tags", [])
             for en_out, zh_out in zip(en["outputs"], zh["outputs"]):
+                if listing and en_out["output_type"] == "stream":  # printed code: its comments
+                    assert without_comments(zh_out["text"]) == without_comments(en_out["text"])
+                    continue
                 assert translations.translated_output(json.loads(json.dumps(en_out))) == zh_out
                 checker_lines += json.dumps(zh_out) != json.dumps(en_out)
         else:
@@ -183,6 +221,21 @@ def test_chinese_notebook_has_chinese_comments_and_sets_chinese(page):
     chinese_comments = [c for c in comments if re.search(r"[\u4e00-\u9fff]", c)]
     # (a comment may be code or a shape, with nothing to translate)
     assert len(chinese_comments) >= 0.8 * len(comments)
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_the_chinese_setup_cell_speaks_chinese(page):
+    chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))
+    setup = next(c for c in chinese["cells"] if "setup" in c["metadata"].get("tags", []))
+    source = "".join(setup["source"])
+    printed = [
+        node.values[0].value if isinstance(node, ast.JoinedStr) else node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print"
+        for node in node.args[:1]
+        if isinstance(node, (ast.Constant, ast.JoinedStr))
+    ]
+    assert len(printed) == 3 and all(re.search(r"[\u4e00-\u9fff]", text) for text in printed)
 
 
 def test_the_package_catalog_is_compiled_from_the_checkers_catalogs():

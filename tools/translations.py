@@ -38,7 +38,7 @@ from pathlib import Path
 import polib
 import yaml
 
-from conventions import toc_entries  # every page of _toc.yml, the root first
+from conventions import SETUP_TAG, setup_cell, toc_entries  # toc_entries: the root first
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DIR = ROOT / "locale"
@@ -232,7 +232,13 @@ def shell_comments(source: str) -> list[tuple[int, int, str]]:
     return found
 
 
-COMMENTS = {"python": python_comments, "bash": shell_comments}
+#: How the comments of each kind of code are found: Python's tokenizer for code that runs; a
+#: ``#`` that starts a word outside quotes for shell commands and for a printed listing (a
+#: lesson's output that shows source code, perhaps only some of its lines, so not always
+#: something the tokenizer accepts).
+COMMENTS = {"python": python_comments, "bash": shell_comments, "listing": shell_comments}
+#: The tag of a code cell whose printed output is source code: its comments are translated too.
+LISTING_TAG = "listing"
 
 
 def cell_comments(source: str, language: str = "python") -> list[Comment]:
@@ -305,11 +311,22 @@ def code_pieces(page: str) -> list[tuple[str, int, str]]:
             (block[3], source.count("\n", 0, block.start(3)) + 1, block[2])
             for block in CODE_BLOCK.finditer(source)
         ]
-    cells = json.loads(source)["cells"]
+    pieces = []
+    for index, cell in enumerate(json.loads(source)["cells"]):
+        if cell["cell_type"] == "code":
+            pieces.append(("".join(cell["source"]), (index + 1) * CELL_LINES + 1, "python"))
+            pieces += [(text, (index + 1) * CELL_LINES + 1, "listing") for text in listings(cell)]
+    return pieces
+
+
+def listings(cell: dict) -> list[str]:
+    """The source code that a cell tagged ``listing`` prints (its stream outputs)."""
+    if LISTING_TAG not in cell.get("metadata", {}).get("tags", []):
+        return []
     return [
-        ("".join(cell["source"]), (index + 1) * CELL_LINES + 1, "python")
-        for index, cell in enumerate(cells)
-        if cell["cell_type"] == "code"
+        "".join(output["text"])
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream"
     ]
 
 
@@ -910,11 +927,22 @@ def translated_output(output: dict) -> dict:
 
 def translate_code_cell(cell: dict, comments: dict[str, str], translations: dict[str, str]):
     """A code cell in Chinese: its comments, the language setting, the checkers' outputs and
-    the caption of its figure; the program itself stays the same."""
-    source = translated_code("".join(cell["source"]), comments)
+    the caption of its figure; the program itself stays the same, except that the setup cell
+    prints its messages in Chinese (``conventions.setup_cell``)."""
+    source = "".join(cell["source"])
+    if SETUP_TAG in cell["metadata"].get("tags", []):
+        if source != setup_cell():
+            raise Untranslatable("the setup cell is not conventions.setup_cell(): make conventions")
+        source = setup_cell(LANGUAGE)
+    source = translated_code(source, comments)
     source = source.replace(LANGUAGE_SETTING["en"], LANGUAGE_SETTING[LANGUAGE])
     cell["source"] = source.splitlines(keepends=True)
     cell["outputs"] = [translated_output(output) for output in cell["outputs"]]
+    if LISTING_TAG in cell["metadata"].get("tags", []):
+        for output in cell["outputs"]:
+            if output.get("output_type") == "stream":
+                text = translated_code("".join(output["text"]), comments, "listing")
+                output["text"] = text.splitlines(keepends=True)
     figure = cell["metadata"].get("mystnb", {}).get("figure", {})
     if "caption" in figure:
         caption = " ".join(figure["caption"].split())
