@@ -133,19 +133,27 @@ class WithoutStrings(ast.NodeTransformer):
 
 
 def program(source: str, language: str, strings: bool = True) -> str:
-    """The syntax tree of a code cell (comments are not in it), with the one line that
-    differs between the editions, the checkers' language, read as English; without its
-    strings' text if not ``strings``."""
+    """The syntax tree of a code cell without its docstrings (comments are not in it either),
+    with the one line that differs between the editions, the checkers' language, read as
+    English; without its strings' text if not ``strings``."""
     setting = translations.LANGUAGE_SETTING
-    tree = ast.parse(source.replace(setting[language], setting["en"]))
-    return ast.dump(tree if strings else WithoutStrings().visit(tree))
+    source = source.replace(setting[language], setting["en"])
+    if strings:
+        return translations.program_tree(source)
+    return ast.dump(WithoutStrings().visit(ast.parse(source)))
 
 
 def without_comments(text: list[str] | str) -> list[str]:
-    """The lines of printed code, each without its comment (and the lines that were one)."""
-    lines = "".join(text).splitlines()
-    found = {row: column for row, column, _ in translations.shell_comments("\n".join(lines))}
-    return [line[: found.get(row, len(line))].rstrip() for row, line in enumerate(lines)]
+    """The lines of printed code, each without its comment (and the lines that were one), its
+    docstrings left out."""
+    code = "".join(text)
+    found = {row: column for row, column, _ in translations.shell_comments(code)}
+    docs = {r for d in translations.docstrings(code) for r in range(d.first, d.last + 1)}
+    return [
+        line[: found.get(row, len(line))].rstrip()
+        for row, line in enumerate(code.splitlines())
+        if row not in docs
+    ]
 
 
 def test_the_printed_kernel_speaks_chinese():
@@ -288,6 +296,24 @@ def test_the_glossary_requires_one_rendering_wherever_the_term_appears(msgid, dr
     pairs = translations.glossary_pairs()
     assert translations.term_problems(msgid, drift, pairs)
     assert not translations.term_problems(msgid, rendering, pairs)
+
+
+def test_docstrings_are_translated_in_place_and_the_program_kept():
+    source = (
+        'def f(x):\n    """Return x · 2.\n\n    Twice `x`.\n    """\n    return 2 * x\n\n\n'
+        'def g():\n    """The space as ␣."""    # after\n'
+    )
+    chinese = {
+        "Return x · 2.\n\nTwice `x`.": "返回 x · 2。\n\n`x` 的两倍。",
+        "The space as ␣.": "空格写作 ␣。",
+    }
+    result = translations.translated_code(source, chinese | {"after": "之后"})
+    assert result == (
+        'def f(x):\n    """返回 x · 2。\n\n    `x` 的两倍。\n    """\n    return 2 * x\n\n\n'
+        'def g():\n    """空格写作 ␣。"""    # 之后\n'
+    )
+    assert translations.program_tree(result) == translations.program_tree(source)
+    assert ast.dump(ast.parse(result)) != ast.dump(ast.parse(source))
 
 
 def test_shell_comments_are_translated_and_nothing_else():

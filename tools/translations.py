@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import io
 import json
 import re
@@ -272,8 +273,89 @@ def comment_message(comment: Comment) -> str:
     return comment.msgid.removeprefix(COLAB_TITLE)
 
 
+@dataclass(frozen=True)
+class Docstring:
+    """A docstring of a code cell: its message (the text, its indentation removed) and where
+    its literal stands (0-based lines, columns as ``ast`` counts them)."""
+
+    msgid: str
+    first: int
+    column: int
+    last: int
+    end: int
+
+
+def docstrings(source: str) -> list[Docstring]:
+    """The docstrings of the functions, classes and module in Python code (none where the code
+    does not parse: a listing of some lines only)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+
+    def column(row: int, offset: int) -> int:  # ast counts UTF-8 bytes, a str characters
+        return len(lines[row].encode()[:offset].decode())
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            literal = getattr(first, "value", None)
+            if isinstance(first, ast.Expr) and isinstance(literal, ast.Constant):
+                if isinstance(literal.value, str) and not is_trivial(literal.value):
+                    start_row, end_row = literal.lineno - 1, literal.end_lineno - 1
+                    where = (start_row, column(start_row, literal.col_offset))
+                    end = (end_row, column(end_row, literal.end_col_offset))
+                    found.append(Docstring(inspect.cleandoc(literal.value), *where, *end))
+    return sorted(found, key=lambda d: (d.first, d.column))
+
+
+def docstring_literal(english: str, chinese: str, column: int) -> str:
+    """The literal of a translated docstring, written as the English one is: its quotes, its
+    indentation, its closing quotes on a line of their own or not."""
+    quote = english[english.index(english.lstrip("rRuU")[0]) :][:3]
+    quote = quote if quote in ('"""', "'''") else quote[0]
+    prefix = english[: english.index(quote)]
+    indent = " " * column
+    if "r" not in prefix.lower():
+        chinese = chinese.replace("\\", "\\\\")
+    lines = chinese.split("\n")
+    body = lines[0] + "".join("\n" + (indent + line if line else "") for line in lines[1:])
+    closing = "\n" + indent if english[: -len(quote)].rstrip(" ").endswith("\n") else ""
+    return f"{prefix}{quote}{body}{closing}{quote}"
+
+
+def program_tree(source: str) -> str:
+    """The syntax tree of Python code without its docstrings: what the Chinese notebook's
+    code must share with the English (comments are not in a tree; docstrings are)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            literal = getattr(first, "value", None)
+            if isinstance(first, ast.Expr) and isinstance(literal, ast.Constant):
+                if isinstance(literal.value, str):
+                    literal.value = ""
+    return ast.dump(tree)
+
+
+def translated_docstrings(source: str, translations: dict[str, str]) -> str:
+    """Python code with every docstring in Chinese (and nothing else changed)."""
+    lines = source.splitlines(keepends=True)
+    for doc in reversed(docstrings(source)):
+        head, tail = lines[doc.first][: doc.column], lines[doc.last][doc.end :]
+        english = "".join(lines[doc.first : doc.last + 1])
+        english = english[doc.column : len(english) - len(tail)]
+        literal = docstring_literal(english, translations[doc.msgid], doc.column)
+        lines[doc.first : doc.last + 1] = [head + literal + tail]
+    return "".join(lines)
+
+
 def translated_code(source: str, translations: dict[str, str], language: str = "python") -> str:
-    """A code cell with every comment in Chinese (and nothing else changed)."""
+    """A code cell with every comment and docstring in Chinese (and nothing else changed)."""
+    if language in ("python", "listing"):
+        source = translated_docstrings(source, translations)
     lines = source.splitlines(keepends=True)
     for comment in reversed(cell_comments(source, language)):
         chinese = translations[comment_message(comment)]
@@ -334,9 +416,11 @@ def comment_messages(page: str) -> dict[str, list[tuple[str, int]]]:
     """{message: [(file, line)]} of every comment of a page's code, in order."""
     messages: dict[str, list[tuple[str, int]]] = {}
     for code, first_line, language in code_pieces(page):
-        for comment in cell_comments(code, language):
-            where = (source_path(page).name, first_line + comment.first)
-            messages.setdefault(comment_message(comment), []).append(where)
+        found = [(comment_message(c), c.first) for c in cell_comments(code, language)]
+        if language in ("python", "listing"):
+            found += [(doc.msgid, doc.first) for doc in docstrings(code)]
+        for message, line in sorted(found, key=lambda item: item[1]):
+            messages.setdefault(message, []).append((source_path(page).name, first_line + line))
     return messages
 
 
@@ -1097,7 +1181,7 @@ def print_code(page: str) -> None:
         if cell["cell_type"] == "code":
             english = "".join(cell["source"])
             chinese = translated_code(english, comments)
-            if ast.dump(ast.parse(chinese)) != ast.dump(ast.parse(english)):
+            if program_tree(chinese) != program_tree(english):
                 raise Untranslatable(f"cell {index}: the program changed")
             print(f"# ---- cell {index}\n{chinese}")
 
