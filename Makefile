@@ -14,7 +14,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LINT_PATHS := attnlib tests lessons tools book
 
-.PHONY: help install book test test-fast screenshots notebooks translations conventions bench gpu-check lock lint clean distclean
+.PHONY: help install book bundle test test-fast screenshots notebooks translations conventions bench gpu-check lock lint clean distclean
 
 help:  ## show this list
 	@echo "Self-Attention, Step by Step -- make targets:"
@@ -38,6 +38,9 @@ book: $(STAMP)  ## build the HTML book, English in _build/html and Chinese in _b
 	$(BIN)/jupyter-book build zh -W -n --keep-going --path-output _build/zh
 	rm -rf _build/html/zh && cp -r _build/zh/_build/html _build/html/zh
 	@echo "Open _build/html/index.html (English) or _build/html/zh/index.html (中文)"
+
+bundle: book  ## the offline bundle (both editions' HTML and notebooks, attnlib's wheel, the lock) in _build/
+	$(BIN)/python tools/bundle.py
 
 test: $(STAMP)  ## every test: attnlib, every lesson (on a simulated other computer), both books, the browser
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=15

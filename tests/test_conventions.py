@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 import conventions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,19 +48,21 @@ def test_the_setup_cell_is_valid_python_that_names_the_repository_once():
     assert source.count(url) == 1
 
 
-def test_a_failed_install_is_explained_not_a_traceback(tmp_path):
+@pytest.mark.parametrize("language", ["en", "zh_CN"])
+def test_a_failed_install_is_explained_not_a_traceback(tmp_path, language):
     import os
     import subprocess
 
     env = dict(os.environ, ATTNLIB_SOURCE=str(tmp_path / "no-such-clone"))
     proc = subprocess.run(
-        [sys.executable, "-c", conventions.setup_cell()],
+        [sys.executable, "-c", conventions.setup_cell(language)],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr
-    assert f"Could not install attnlib from {tmp_path / 'no-such-clone'}. pip said:" in proc.stdout
+    failed = conventions.SETUP_MESSAGES[language]["failed"]  # in the edition's language
+    assert failed.format(source=tmp_path / "no-such-clone") in proc.stdout
     assert "ERROR" in proc.stdout  # pip's own words
     assert 'os.environ["ATTNLIB_SOURCE"]' in proc.stdout  # and what to do

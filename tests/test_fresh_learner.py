@@ -30,6 +30,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from conventions import SETUP_MESSAGES
 from lesson_code import modules_the_lessons_import
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,14 +123,15 @@ def test_a_lesson_runs_where_a_learner_opens_it(lesson, learner_kernel, tmp_path
     )
     client.execute(env=env)
 
+    chinese = lesson.startswith("zh/")
     setup = next(c for c in nb.cells if c.cell_type == "code")
     printed = "".join(o.get("text", "") for o in setup.outputs)
-    assert f"attnlib installed from {ROOT}" in printed, printed
+    installed = SETUP_MESSAGES["zh_CN" if chinese else "en"]["installed"]  # in its language
+    assert installed.format(source=ROOT) in printed, printed
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs).splitlines()
     statuses, where, feedback = printed[0], printed[1], "\n".join(printed[2:])
     assert statuses == str({i: "wrong" for i in attempts}), statuses
     # The checkers answer in the notebook's language, from the catalog installed with attnlib.
-    chinese = lesson.startswith("zh/")
     expected = f"✗ 练习 {first_id}（" if chinese else f"✗ Exercise {first_id} ("
     assert feedback.startswith(expected) and ("：有误。" in feedback) == chinese, feedback
     # The lesson imported the package installed in the learner's environment, not this checkout.

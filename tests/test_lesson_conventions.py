@@ -109,6 +109,16 @@ def test_outputs_are_stored_and_clean(lesson):
     assert nb.metadata["kernelspec"]["name"] == "python3"
 
 
+def test_every_figure_has_a_caption(lesson):
+    """A figure's labels stay English in the Chinese edition: its caption (cell metadata
+    ``mystnb.figure.caption``, translated) is what says, in the reader's language, what it shows."""
+    _, nb = lesson
+    for cell in nb.cells:
+        images = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        caption = cell.metadata.get("mystnb", {}).get("figure", {}).get("caption", "")
+        assert not images or caption.strip(), f"a figure without a caption: {source(cell)[:200]}"
+
+
 def test_exercises_have_checkers_and_hidden_solutions(lesson):
     path, nb = lesson
     number = path.stem[:2]

@@ -121,11 +121,50 @@ def math_spans(markdown: str) -> Counter:
     return Counter(translations.math_skeleton(m) for m in translations.MATH.findall(markdown))
 
 
-def program(source: str, language: str) -> str:
-    """The syntax tree of a code cell (comments are not in it), with the one line that
-    differs between the editions, the checkers' language, read as English."""
+class WithoutStrings(ast.NodeTransformer):
+    """Every string constant replaced by the same one, and an f-string by its values only."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return ast.Constant("") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.JoinedStr:
+        node.values = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        return self.generic_visit(node)
+
+
+def program(source: str, language: str, strings: bool = True) -> str:
+    """The syntax tree of a code cell without its docstrings (comments are not in it either),
+    with the one line that differs between the editions, the checkers' language, read as
+    English; without its strings' text if not ``strings``."""
     setting = translations.LANGUAGE_SETTING
-    return ast.dump(ast.parse(source.replace(setting[language], setting["en"])))
+    source = source.replace(setting[language], setting["en"])
+    if strings:
+        return translations.program_tree(source)
+    return ast.dump(WithoutStrings().visit(ast.parse(source)))
+
+
+def without_comments(text: list[str] | str) -> list[str]:
+    """The lines of printed code, each without its comment (and the lines that were one), its
+    docstrings left out."""
+    code = "".join(text)
+    found = {row: column for row, column, _ in translations.shell_comments(code)}
+    docs = {r for d in translations.docstrings(code) for r in range(d.first, d.last + 1)}
+    return [
+        line[: found.get(row, len(line))].rstrip()
+        for row, line in enumerate(code.splitlines())
+        if row not in docs
+    ]
+
+
+def test_the_printed_kernel_speaks_chinese():
+    """Lesson 09 prints its Triton kernel to be read line by line: in Chinese, its comments too."""
+    page = translations.ZH / "lessons/09_flash_attention.ipynb"
+    cells = json.loads(page.read_text(encoding="utf-8"))["cells"]
+    listed = [c for c in cells if translations.LISTING_TAG in c["metadata"].get("tags", [])]
+    outputs = [o for c in listed for o in c["outputs"] if o["output_type"] == "stream"]
+    text = "".join("".join(o["text"]) for o in outputs)
+    assert "def _forward_kernel(" in text and "# 被屏蔽的键的权重：2^(−∞) = 0" in text
+    assert "moves the sums made under the old maximum" not in text
 
 
 def without_caption(metadata: dict) -> dict:
@@ -154,10 +193,17 @@ def test_chinese_notebook_is_the_english_program_with_chinese_words(page):
             for k, v in en_prompts.items()
         }
         if en["cell_type"] == "code":
-            assert program("".join(zh["source"]), "zh_CN") == program("".join(en["source"]), "en")
+            # the setup cell is the same program with its messages in Chinese
+            strings = "setup" not in en["metadata"].get("tags", [])
+            zh_program = program("".join(zh["source"]), "zh_CN", strings)
+            assert zh_program == program("".join(en["source"]), "en", strings)
             assert zh["execution_count"] == en["execution_count"]
             assert len(zh["outputs"]) == len(en["outputs"])
+            listing = translations.LISTING_TAG in en["metadata"].get("tags", [])
             for en_out, zh_out in zip(en["outputs"], zh["outputs"]):
+                if listing and en_out["output_type"] == "stream":  # printed code: its comments
+                    assert without_comments(zh_out["text"]) == without_comments(en_out["text"])
+                    continue
                 assert translations.translated_output(json.loads(json.dumps(en_out))) == zh_out
                 checker_lines += json.dumps(zh_out) != json.dumps(en_out)
         else:
@@ -183,6 +229,21 @@ def test_chinese_notebook_has_chinese_comments_and_sets_chinese(page):
     chinese_comments = [c for c in comments if re.search(r"[\u4e00-\u9fff]", c)]
     # (a comment may be code or a shape, with nothing to translate)
     assert len(chinese_comments) >= 0.8 * len(comments)
+
+
+@pytest.mark.parametrize("page", LESSONS)
+def test_the_chinese_setup_cell_speaks_chinese(page):
+    chinese = json.loads((translations.ZH / f"{page}.ipynb").read_text(encoding="utf-8"))
+    setup = next(c for c in chinese["cells"] if "setup" in c["metadata"].get("tags", []))
+    source = "".join(setup["source"])
+    printed = [
+        node.values[0].value if isinstance(node, ast.JoinedStr) else node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print"
+        for node in node.args[:1]
+        if isinstance(node, (ast.Constant, ast.JoinedStr))
+    ]
+    assert len(printed) == 3 and all(re.search(r"[\u4e00-\u9fff]", text) for text in printed)
 
 
 def test_the_package_catalog_is_compiled_from_the_checkers_catalogs():
@@ -218,6 +279,69 @@ def test_translated_code_keeps_the_program_and_places_each_comment():
     chinese = {"one\ntwo": "一\n二\n三", "after": "之后", "Solution 01.1": "参考答案 01.1"}
     result = translations.translated_code(source, chinese)
     assert result == "# 一\n# 二\n# 三\nx = 1  # 之后\n    # @title 参考答案 01.1\n"
+
+
+@pytest.mark.parametrize(
+    "msgid, drift, rendering",
+    [
+        ("a running maximum $m$", "运行最大值 $m$", "累计最大值 $m$"),
+        ("and a running sum", "和运行和", "和累计和"),
+        ("the far task", "远程任务", "远距离任务"),
+        ("each chunk of the cache", "缓存的每一块", "缓存的每一段"),
+    ],
+)
+def test_the_glossary_requires_one_rendering_wherever_the_term_appears(msgid, drift, rendering):
+    """A whitelist: the 2026-11-28 review's drifts are refused because they are not the
+    glossary's rendering, not because someone listed them."""
+    pairs = translations.glossary_pairs()
+    assert translations.term_problems(msgid, drift, pairs)
+    assert not translations.term_problems(msgid, rendering, pairs)
+
+
+def test_docstrings_are_translated_in_place_and_the_program_kept():
+    source = (
+        'def f(x):\n    """Return x · 2.\n\n    Twice `x`.\n    """\n    return 2 * x\n\n\n'
+        'def g():\n    """The space as ␣."""    # after\n'
+    )
+    chinese = {
+        "Return x · 2.\n\nTwice `x`.": "返回 x · 2。\n\n`x` 的两倍。",
+        "The space as ␣.": "空格写作 ␣。",
+    }
+    result = translations.translated_code(source, chinese | {"after": "之后"})
+    assert result == (
+        'def f(x):\n    """返回 x · 2。\n\n    `x` 的两倍。\n    """\n    return 2 * x\n\n\n'
+        'def g():\n    """空格写作 ␣。"""    # 之后\n'
+    )
+    assert translations.program_tree(result) == translations.program_tree(source)
+    assert ast.dump(ast.parse(result)) != ast.dump(ast.parse(source))
+
+
+def test_shell_comments_are_translated_and_nothing_else():
+    source = 'make book    # builds it\n# a whole line\necho "no # comment" x=a#b\n'
+    chinese = {"builds it": "构建", "a whole line": "一整行"}
+    result = translations.translated_code(source, chinese, "bash")
+    assert result == 'make book    # 构建\n# 一整行\necho "no # comment" x=a#b\n'
+
+
+def test_the_pages_shell_comments_are_in_chinese():
+    intro = (translations.ZH / "book" / "intro.md").read_text(encoding="utf-8")
+    assert "make book    # 构建两个版本：中文版在 _build/html/zh/index.html" in intro
+    assert "builds both editions" not in intro
+
+
+def test_an_adapted_message_must_keep_its_adaptation(tmp_path, monkeypatch):
+    catalog = polib.POFile()
+    catalog.append(polib.POEntry(msgid="Run it on Colab.", msgstr="在 Colab 上运行。"))
+    catalog.append(polib.POEntry(msgid="Read it.", msgstr="阅读：html/zh/index.html"))
+    catalog.save(str(tmp_path / "page.po"))
+    monkeypatch.setattr(translations, "CATALOGS", tmp_path)
+    adapted = {("page", "Run it"): "中国大陆", ("page", "Read"): "html/zh/", ("page", "Gone"): "x"}
+    monkeypatch.setattr(translations, "ADAPTED", adapted)
+    found = {(p.msgid, p.what) for p in translations.check_catalog("page", pairs=[])}
+    assert found == {
+        ("Run it on Colab.", "adapted: must contain 中国大陆"),
+        ("Gone", "ADAPTED matches 0 messages, not 1"),
+    }
 
 
 @pytest.mark.parametrize("page", LESSONS)

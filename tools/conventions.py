@@ -113,14 +113,53 @@ def colab_badge(notebook: str) -> str:
     )
 
 
-def setup_cell() -> str:
+#: What the setup cell prints, in each edition's language ({source} is the source it installs
+#: from). The Chinese notebooks' setup cell is ``setup_cell("zh_CN")``: the same program with
+#: these strings in Chinese, because a learner who cannot reach GitHub meets them first.
+SETUP_MESSAGES = {
+    "en": {
+        "installed": "attnlib installed from {source}",
+        "failed": "Could not install attnlib from {source}. pip said:",
+        "fix": [
+            "To fix it: check the address and your connection, or install from elsewhere:",
+            '  os.environ["ATTNLIB_SOURCE"] = "git+https://github.com/<you>/<your fork>"',
+            "(or the path of a wheel or of a clone), then run this cell again.",
+        ],
+    },
+    "zh_CN": {
+        "installed": "已从 {source} 安装 attnlib",
+        "failed": "无法从 {source} 安装 attnlib。pip 的输出：",
+        "fix": [
+            "解决办法：检查地址和网络连接，或者改从别处安装，例如离线包中的 wheel：",
+            '  os.environ["ATTNLIB_SOURCE"] = "/path/to/attnlib-0.1.0-py3-none-any.whl"',
+            "（也可以是一个克隆的路径，或者 git+https:// 地址），然后重新运行这个单元格。",
+        ],
+    },
+}
+
+
+def string_literals(lines: list[str]) -> str:
+    """Python string literals for lines of text, one per line, joined by newlines when printed."""
+    literals = []
+    for index, line in enumerate(lines):
+        text = line + ("\\n" if index < len(lines) - 1 else "")
+        quote = "'" if '"' in line else '"'
+        literals.append(f"{quote}{text}{quote}")
+    return "\n            ".join(literals)
+
+
+def setup_cell(language: str = "en") -> str:
     """The first code cell of every lesson: installs attnlib on Colab, silent elsewhere.
 
     ``ATTNLIB_SOURCE`` points it at another source (a fork, a mirror, a local wheel or
     clone), and makes it install outside Colab too. On failure it prints pip's last lines
-    and what to do, instead of a traceback.
+    and what to do, instead of a traceback, in ``language`` (``SETUP_MESSAGES``).
     """
     url, _ = repository()
+    messages = SETUP_MESSAGES[language]
+    installed, failed = (
+        messages[k].replace("{source}", "{attnlib_source}") for k in ("installed", "failed")
+    )
     return f"""\
 # Colab setup: install attnlib and what the lessons need (attnlib[lessons]). Elsewhere it
 # does nothing, unless ATTNLIB_SOURCE names a source: a git URL, a wheel, a folder.
@@ -137,14 +176,12 @@ if "google.colab" in sys.modules or "ATTNLIB_SOURCE" in os.environ:
     pip = [sys.executable, "-m", "pip", "install", "--quiet", package]
     result = subprocess.run(pip, capture_output=True, text=True)
     if result.returncode == 0:
-        print(f"attnlib installed from {{attnlib_source}}")
+        print(f"{installed}")
     else:
-        print(f"Could not install attnlib from {{attnlib_source}}. pip said:")
+        print(f"{failed}")
         print("\\n".join(result.stderr.strip().splitlines()[-15:]))
         print(
-            "To fix it: check the address and your connection, or install from elsewhere:\\n"
-            '  os.environ["ATTNLIB_SOURCE"] = "git+https://github.com/<you>/<your fork>"\\n'
-            "(or the path of a wheel or of a clone), then run this cell again."
+            {string_literals(messages["fix"])}
         )"""
 
 

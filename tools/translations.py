@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import io
 import json
 import re
@@ -38,7 +39,7 @@ from pathlib import Path
 import polib
 import yaml
 
-from conventions import toc_entries  # every page of _toc.yml, the root first
+from conventions import SETUP_TAG, setup_cell, toc_entries  # toc_entries: the root first
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DIR = ROOT / "locale"
@@ -209,17 +210,46 @@ class Comment:
     full_line: bool
 
 
-def cell_comments(source: str) -> list[Comment]:
+def python_comments(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every comment of Python code (0-based line)."""
+    return [
+        (token.start[0] - 1, token.start[1], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline)
+        if token.type == tokenize.COMMENT
+    ]
+
+
+SHELL_COMMENT = re.compile(r"""^(?:[^'"#]|'[^']*'|"[^"]*"|(?<=\S)#)*?(?:(?<=\s)|^)(#.*)$""")
+
+
+def shell_comments(source: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of every comment of shell commands: a ``#`` that starts a word
+    outside quotes, to the end of its line."""
+    found = []
+    for row, line in enumerate(source.splitlines()):
+        match = SHELL_COMMENT.match(line)
+        if match:
+            found.append((row, match.start(1), match[1]))
+    return found
+
+
+#: How the comments of each kind of code are found: Python's tokenizer for code that runs; a
+#: ``#`` that starts a word outside quotes for shell commands and for a printed listing (a
+#: lesson's output that shows source code, perhaps only some of its lines, so not always
+#: something the tokenizer accepts).
+COMMENTS = {"python": python_comments, "bash": shell_comments, "listing": shell_comments}
+#: The tag of a code cell whose printed output is source code: its comments are translated too.
+LISTING_TAG = "listing"
+
+
+def cell_comments(source: str, language: str = "python") -> list[Comment]:
     """The comments of one code cell, full-line comments on adjacent lines in one block."""
     lines = source.splitlines()
     comments: list[Comment] = []
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type != tokenize.COMMENT:
-            continue
-        text = token.string[1:].removeprefix(" ").rstrip()
+    for row, column, token in COMMENTS[language](source):
+        text = token[1:].removeprefix(" ").rstrip()
         if not text.strip() or PRAGMA.match(text):
             continue
-        row, column = token.start[0] - 1, token.start[1]
         full_line = not lines[row][:column].strip()
         previous = comments[-1] if comments else None
         title = text.startswith(COLAB_TITLE)
@@ -243,10 +273,91 @@ def comment_message(comment: Comment) -> str:
     return comment.msgid.removeprefix(COLAB_TITLE)
 
 
-def translated_code(source: str, translations: dict[str, str]) -> str:
-    """A code cell with every comment in Chinese (and nothing else changed)."""
+@dataclass(frozen=True)
+class Docstring:
+    """A docstring of a code cell: its message (the text, its indentation removed) and where
+    its literal stands (0-based lines, columns as ``ast`` counts them)."""
+
+    msgid: str
+    first: int
+    column: int
+    last: int
+    end: int
+
+
+def docstrings(source: str) -> list[Docstring]:
+    """The docstrings of the functions, classes and module in Python code (none where the code
+    does not parse: a listing of some lines only)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines = source.splitlines()
+
+    def column(row: int, offset: int) -> int:  # ast counts UTF-8 bytes, a str characters
+        return len(lines[row].encode()[:offset].decode())
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            literal = getattr(first, "value", None)
+            if isinstance(first, ast.Expr) and isinstance(literal, ast.Constant):
+                if isinstance(literal.value, str) and not is_trivial(literal.value):
+                    start_row, end_row = literal.lineno - 1, literal.end_lineno - 1
+                    where = (start_row, column(start_row, literal.col_offset))
+                    end = (end_row, column(end_row, literal.end_col_offset))
+                    found.append(Docstring(inspect.cleandoc(literal.value), *where, *end))
+    return sorted(found, key=lambda d: (d.first, d.column))
+
+
+def docstring_literal(english: str, chinese: str, column: int) -> str:
+    """The literal of a translated docstring, written as the English one is: its quotes, its
+    indentation, its closing quotes on a line of their own or not."""
+    quote = english[english.index(english.lstrip("rRuU")[0]) :][:3]
+    quote = quote if quote in ('"""', "'''") else quote[0]
+    prefix = english[: english.index(quote)]
+    indent = " " * column
+    if "r" not in prefix.lower():
+        chinese = chinese.replace("\\", "\\\\")
+    lines = chinese.split("\n")
+    body = lines[0] + "".join("\n" + (indent + line if line else "") for line in lines[1:])
+    closing = "\n" + indent if english[: -len(quote)].rstrip(" ").endswith("\n") else ""
+    return f"{prefix}{quote}{body}{closing}{quote}"
+
+
+def program_tree(source: str) -> str:
+    """The syntax tree of Python code without its docstrings: what the Chinese notebook's
+    code must share with the English (comments are not in a tree; docstrings are)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            literal = getattr(first, "value", None)
+            if isinstance(first, ast.Expr) and isinstance(literal, ast.Constant):
+                if isinstance(literal.value, str):
+                    literal.value = ""
+    return ast.dump(tree)
+
+
+def translated_docstrings(source: str, translations: dict[str, str]) -> str:
+    """Python code with every docstring in Chinese (and nothing else changed)."""
     lines = source.splitlines(keepends=True)
-    for comment in reversed(cell_comments(source)):
+    for doc in reversed(docstrings(source)):
+        head, tail = lines[doc.first][: doc.column], lines[doc.last][doc.end :]
+        english = "".join(lines[doc.first : doc.last + 1])
+        english = english[doc.column : len(english) - len(tail)]
+        literal = docstring_literal(english, translations[doc.msgid], doc.column)
+        lines[doc.first : doc.last + 1] = [head + literal + tail]
+    return "".join(lines)
+
+
+def translated_code(source: str, translations: dict[str, str], language: str = "python") -> str:
+    """A code cell with every comment and docstring in Chinese (and nothing else changed)."""
+    if language in ("python", "listing"):
+        source = translated_docstrings(source, translations)
+    lines = source.splitlines(keepends=True)
+    for comment in reversed(cell_comments(source, language)):
         chinese = translations[comment_message(comment)]
         if comment.msgid.startswith(COLAB_TITLE):
             chinese = COLAB_TITLE + chinese
@@ -268,33 +379,48 @@ def code_catalog(page: str) -> str:
     return f"code/{page}"
 
 
-PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
+#: A Markdown page's fenced code blocks whose comments are translated.
+CODE_BLOCK = re.compile(r"^( *)```(python|bash)\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 
 
-def code_pieces(page: str) -> list[tuple[str, int]]:
-    """The Python code of a page and the line each piece starts on: a notebook's code cells
-    (numbered as MyST-NB numbers them), a Markdown page's fenced ``python`` blocks."""
+def code_pieces(page: str) -> list[tuple[str, int, str]]:
+    """The code of a page, the line each piece starts on and its language: a notebook's code
+    cells (numbered as MyST-NB numbers them), a Markdown page's fenced ``python`` and
+    ``bash`` blocks."""
     source = source_path(page).read_text(encoding="utf-8")
     if source_path(page).suffix == ".md":
         return [
-            (block[1], source.count("\n", 0, block.start(1)) + 1)
-            for block in PYTHON_BLOCK.finditer(source)
+            (block[3], source.count("\n", 0, block.start(3)) + 1, block[2])
+            for block in CODE_BLOCK.finditer(source)
         ]
-    cells = json.loads(source)["cells"]
+    pieces = []
+    for index, cell in enumerate(json.loads(source)["cells"]):
+        if cell["cell_type"] == "code":
+            pieces.append(("".join(cell["source"]), (index + 1) * CELL_LINES + 1, "python"))
+            pieces += [(text, (index + 1) * CELL_LINES + 1, "listing") for text in listings(cell)]
+    return pieces
+
+
+def listings(cell: dict) -> list[str]:
+    """The source code that a cell tagged ``listing`` prints (its stream outputs)."""
+    if LISTING_TAG not in cell.get("metadata", {}).get("tags", []):
+        return []
     return [
-        ("".join(cell["source"]), (index + 1) * CELL_LINES + 1)
-        for index, cell in enumerate(cells)
-        if cell["cell_type"] == "code"
+        "".join(output["text"])
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream"
     ]
 
 
 def comment_messages(page: str) -> dict[str, list[tuple[str, int]]]:
     """{message: [(file, line)]} of every comment of a page's code, in order."""
     messages: dict[str, list[tuple[str, int]]] = {}
-    for code, first_line in code_pieces(page):
-        for comment in cell_comments(code):
-            where = (source_path(page).name, first_line + comment.first)
-            messages.setdefault(comment_message(comment), []).append(where)
+    for code, first_line, language in code_pieces(page):
+        found = [(comment_message(c), c.first) for c in cell_comments(code, language)]
+        if language in ("python", "listing"):
+            found += [(doc.msgid, doc.first) for doc in docstrings(code)]
+        for message, line in sorted(found, key=lambda item: item[1]):
+            messages.setdefault(message, []).append((source_path(page).name, first_line + line))
     return messages
 
 
@@ -594,6 +720,20 @@ PHRASES = {
     "Source documents": "参考资料",
 }
 
+#: Messages whose Chinese is meant to say more than the English, or something else: what a
+#: reader in mainland China needs (the Chinese edition's own paths, the services that cannot
+#: be reached there). {(catalog, the msgid's start): text the Chinese must contain}. ``check``
+#: fails when one of these no longer matches exactly one message, or when its Chinese lost the
+#: adaptation, so that a retranslation cannot undo it by accident.
+ADAPTED = {
+    ("code/book/intro", "builds both editions"): "中文版",
+    ("book/intro", "**Run it on Colab.**"): "{ref}`setup-offline`",
+    ("book/course", "**No installation**"): "{ref}`setup-offline`",
+    ("book/setup", "Colab, GitHub and the default package index"): "中国大陆",
+    ("book/setup", "**Read without running.**"): "`html/zh/index.html`（中文版）",
+    ("book/setup", "**On a Jupyter platform that you can reach.**"): "国内",
+}
+
 #: Single-word glossary terms that the book also uses in another sense: for these, the
 #: glossary's Chinese is not required wherever the word appears (every other single-word
 #: term is checked like a multi-word one).
@@ -649,13 +789,29 @@ def term_problems(msgid: str, msgstr: str, pairs: list[tuple[str, str]]) -> list
     return problems
 
 
+def adaptation_problems(page: str, entries: list[polib.POEntry]) -> list[Problem]:
+    """The ``ADAPTED`` messages of a catalog that are gone, ambiguous or not adapted."""
+    problems = []
+    for (catalog, start), required in ADAPTED.items():
+        if catalog != page:
+            continue
+        found = [e for e in entries if not e.obsolete and e.msgid.startswith(start)]
+        if len(found) != 1:
+            problems.append(Problem(page, start, f"ADAPTED matches {len(found)} messages, not 1"))
+        elif found[0].msgstr and required not in found[0].msgstr:
+            problems.append(Problem(page, found[0].msgid, f"adapted: must contain {required}"))
+    return problems
+
+
 def check_catalog(page: str, pairs: list[tuple[str, str]] | None = None) -> list[Problem]:
-    """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers."""
+    """Every problem of one catalog: untranslated, fuzzy, terms, lost math/code/numbers,
+    adaptations lost."""
     pairs = glossary_pairs() if pairs is None else pairs
     terms = glossary_terms()
     english_cells = key_term_cells(page) if page in toc_entries() else set()
-    problems = []
-    for entry in polib.pofile(str(catalog_path(page))):
+    catalog = polib.pofile(str(catalog_path(page)))
+    problems = adaptation_problems(page, list(catalog))
+    for entry in catalog:
         if entry.obsolete:
             continue
         if not entry.msgstr:
@@ -855,11 +1011,22 @@ def translated_output(output: dict) -> dict:
 
 def translate_code_cell(cell: dict, comments: dict[str, str], translations: dict[str, str]):
     """A code cell in Chinese: its comments, the language setting, the checkers' outputs and
-    the caption of its figure; the program itself stays the same."""
-    source = translated_code("".join(cell["source"]), comments)
+    the caption of its figure; the program itself stays the same, except that the setup cell
+    prints its messages in Chinese (``conventions.setup_cell``)."""
+    source = "".join(cell["source"])
+    if SETUP_TAG in cell["metadata"].get("tags", []):
+        if source != setup_cell():
+            raise Untranslatable("the setup cell is not conventions.setup_cell(): make conventions")
+        source = setup_cell(LANGUAGE)
+    source = translated_code(source, comments)
     source = source.replace(LANGUAGE_SETTING["en"], LANGUAGE_SETTING[LANGUAGE])
     cell["source"] = source.splitlines(keepends=True)
     cell["outputs"] = [translated_output(output) for output in cell["outputs"]]
+    if LISTING_TAG in cell["metadata"].get("tags", []):
+        for output in cell["outputs"]:
+            if output.get("output_type") == "stream":
+                text = translated_code("".join(output["text"]), comments, "listing")
+                output["text"] = text.splitlines(keepends=True)
     figure = cell["metadata"].get("mystnb", {}).get("figure", {})
     if "caption" in figure:
         caption = " ".join(figure["caption"].split())
@@ -918,8 +1085,9 @@ def translated_page(page: str, template: polib.POFile) -> str:
     if not comment_messages(page):
         return text
     comments = load_translations(code_catalog(page), normalise=False)
-    return PYTHON_BLOCK.sub(
-        lambda block: block[0].replace(block[1], translated_code(block[1], comments)), text
+    return CODE_BLOCK.sub(
+        lambda block: block[0].replace(block[3], translated_code(block[3], comments, block[2])),
+        text,
     )
 
 
@@ -1013,7 +1181,7 @@ def print_code(page: str) -> None:
         if cell["cell_type"] == "code":
             english = "".join(cell["source"])
             chinese = translated_code(english, comments)
-            if ast.dump(ast.parse(chinese)) != ast.dump(ast.parse(english)):
+            if program_tree(chinese) != program_tree(english):
                 raise Untranslatable(f"cell {index}: the program changed")
             print(f"# ---- cell {index}\n{chinese}")
 
