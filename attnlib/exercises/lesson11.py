@@ -110,7 +110,8 @@ def _pass_on_in_a_process(pass_on) -> dict:
     expected = split_sequence(dense_reference(*whole, causal=True)[0], world_size, "balanced")
     q, k, v = (split_sequence(x, world_size, "balanced")[rank][0] for x in whole[:3])
     plan = ring_plan(rank, world_size, length, "balanced", causal=True)
-    out = ring_forward(q, k, v, plan, 0.5, _ring_of(pass_on), RingStats())[0]
+    scale = q.shape[-1] ** -0.5  # as dense attention's
+    out = ring_forward(q, k, v, plan, scale, _ring_of(pass_on), RingStats())[0]
     error = float((out - expected[rank][0]).abs().max())
     return {"received": received, "shapes": shapes, "error": error}
 
@@ -245,7 +246,7 @@ def _check_to_heads(to_heads) -> None:
                 want=want_heads,
             )
             expect(
-                bool((position == torch_arange(length)[:, None]).all()),
+                bool((position == position.new_tensor(range(length))[:, None]).all()),
                 "{context}: row i of each head must be token i of the whole sequence; got "
                 "tokens {got} for head {first}. The part received from process j holds tokens "
                 "j·n … (j+1)·n − 1 and comes j-th.",
@@ -260,13 +261,6 @@ def _check_to_heads(to_heads) -> None:
                 context=context,
                 error=result["error"],
             )
-
-
-def torch_arange(n: int):
-    """``torch.arange(n)`` (PyTorch imported here, when a checker of lesson 11 runs)."""
-    import torch
-
-    return torch.arange(n)
 
 
 # --------------------------------------------------------------------------- 11.3
