@@ -42,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one thread per process, the kernels' included
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(variable, "1")
+    # where a test asks for more threads, those that wait sleep instead of spinning on a core
+    # that the other worker needs
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 

@@ -71,8 +71,9 @@ def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
     PyTorch's matrix products: ``mkl_code_path``), oneDNN limited to AVX on an AVX-512 CPU
     and to SSE4.1 on an AVX2 one (PyTorch's convolutions), OpenBLAS's Sandy Bridge kernels
     without fused multiply-add (NumPy's matrix products), NumPy's own loops without
-    AVX2/AVX-512, and one thread everywhere; and another hash seed (``PYTHONHASHSEED``), so
-    that an output printed from a set or a dict in hash order shows up too. An output that
+    AVX2/AVX-512, and one thread everywhere (threads that wait sleep: ``OMP_WAIT_POLICY``);
+    and another hash seed (``PYTHONHASHSEED``), so that an output printed from a set or a dict
+    in hash order shows up too. An output that
     survives all of this is not an accident of one machine. The lessons' timings, whose
     outputs are never compared, take one round each there (``ATTNLIB_BENCH_REPEATS``): on
     these kernels they measure nothing of interest, but their asserts still run.
@@ -96,6 +97,10 @@ def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
             "ATTNLIB_BENCH_REPEATS": "1",  # timings here need only run (their asserts do)
             "ATEN_CPU_CAPABILITY": "default",
             "OMP_NUM_THREADS": "1",
+            # a thread that waits sleeps instead of spinning: the one lesson that times two
+            # threads (13) then runs in 3 s instead of 18 where another job holds a core
+            # (measured on the AMD EPYC, 2026-11-28); no digit changes
+            "OMP_WAIT_POLICY": "PASSIVE",
             "MKL_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
         }
