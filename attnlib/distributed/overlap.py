@@ -12,7 +12,7 @@ step of the waiting one ``compute + send``: ``time_overlap`` measures both.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -55,13 +55,13 @@ class _Delayed:
 class OverlapTimes:
     """Seconds of each round of ``time_overlap`` in this process (one entry per round):
     ``compute`` the forward pass on the fast link, ``overlapped`` and ``waiting`` on the slow
-    link with each schedule; ``link``: how long the slow link takes for one step's keys and
-    values, the same in every process."""
+    link with each schedule; ``link``: how long the slow link took for one step's keys and
+    values in that round, the same in every process."""
 
-    compute: list[float]
-    overlapped: list[float]
-    waiting: list[float]
-    link: float
+    compute: list[float] = field(default_factory=list)
+    overlapped: list[float] = field(default_factory=list)
+    waiting: list[float] = field(default_factory=list)
+    link: list[float] = field(default_factory=list)
 
 
 def time_overlap(
@@ -76,16 +76,17 @@ def time_overlap(
     """Run in every process of a group: time ring attention's forward pass (no mask,
     contiguous shards of a random ``(1, heads, length, dim)`` float32 sequence) three ways,
     ``rounds`` times each, side by side: on the group's own link; on a ``SlowLink`` with the
-    overlapped schedule; and on the same link with the schedule that waits. The slow link is
-    set so that sending one step's keys and values takes ``link_over_compute`` times as long
-    as computing one step (the slowest process's fastest step, measured first).
+    overlapped schedule; and on the same link with the schedule that waits. In each round the
+    slow link is set so that sending one step's keys and values takes ``link_over_compute``
+    times as long as computing one step took in that round's pass on the fast link (the
+    slowest process's), so that the link keeps pace with the computer's speed of the moment.
 
     By the model, with ``P`` steps of ``C`` seconds and a link of ``T`` seconds a step (``P
     − 1`` transfers): overlapped ``(P − 1)·max(C, T) + C``, waiting ``(P − 1)·(C + T) + C``.
 
     >>> from attnlib.distributed import launch
     >>> times = launch(time_overlap, 2, length=256, rounds=1)[0]
-    >>> len(times.overlapped), times.link > 0
+    >>> len(times.overlapped), times.link[0] > 0
     (1, True)
     """
     fn = "time_overlap"
@@ -107,13 +108,14 @@ def time_overlap(
 
     fast = Ring(group)
     forward(fast)  # the first call sets up connections and buffers
-    step = torch.tensor(min(forward(fast) for _ in range(3)) / world_size)
-    dist.all_reduce(step, dist.ReduceOp.MAX, group=group)  # the slowest process's step
     sent = 4 * heads * (length // world_size) * 2 * dim  # one step's keys and values, float32
-    slow = SlowLink(sent / (link_over_compute * float(step)), group)
-    times = OverlapTimes([], [], [], link=link_over_compute * float(step))
+    times = OverlapTimes()
     for _ in range(rounds):
         times.compute.append(forward(fast))
+        step = torch.tensor(times.compute[-1] / world_size)
+        dist.all_reduce(step, dist.ReduceOp.MAX, group=group)  # the slowest process's step
+        times.link.append(link_over_compute * float(step))
+        slow = SlowLink(sent / times.link[-1], group)
         times.overlapped.append(forward(slow))
         times.waiting.append(forward(slow, overlap=False))
     return times
