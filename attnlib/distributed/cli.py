@@ -187,7 +187,7 @@ def compare_rotary_with_dense(
     return {"rank": rank, "errors": errors}
 
 
-def compare_with_pytorch_context_parallel(length: int = 16, *, group=None) -> dict:
+def compare_with_pytorch_context_parallel(length: int = 16) -> dict:
     """Run in every process of the default group: PyTorch's context parallelism
     (``torch.distributed.tensor.experimental.context_parallel``, a prototype) beside ours.
     Its ``buffers`` (here a causal sequence's q, k, v and its positions ``0 … L − 1``) are cut
@@ -203,13 +203,13 @@ def compare_with_pytorch_context_parallel(length: int = 16, *, group=None) -> di
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.experimental import context_parallel
 
-    rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+    rank, world_size = dist.get_rank(), dist.get_world_size()  # its mesh spans every process
     generator = torch.Generator().manual_seed(0)
     whole = torch.randn(3, 1, 2, length, 8, generator=generator)
     q, k, v = (x.clone() for x in whole)
     positions = torch.arange(length)
     ours = [split_sequence(x, world_size, "balanced")[rank] for x in whole]
-    ring_out = ring_attention(*ours, causal=True, layout="balanced", group=group)
+    ring_out = ring_attention(*ours, causal=True, layout="balanced")
     mesh = init_device_mesh("cpu", (world_size,))
     result = {"rank": rank, "attention": None, "error": None}
     with context_parallel(mesh, buffers=[q, k, v, positions], buffer_seq_dims=[2, 2, 2, 0]):

@@ -108,7 +108,7 @@ def time_overlap(
 
     fast = Ring(group)
     forward(fast)  # the first call sets up connections and buffers
-    sent = 4 * heads * (length // world_size) * 2 * dim  # one step's keys and values, float32
+    sent = sum(x.numel() * x.element_size() for x in (k, v))  # one step's keys and values
     times = OverlapTimes()
     for _ in range(rounds):
         times.compute.append(forward(fast))

@@ -73,8 +73,12 @@ def shard_positions(rank: int, world_size: int, length: int, layout: str = "cont
     >>> shard_positions(0, 2, 8, "balanced").tolist()
     [0, 1, 6, 7]
     """
-    chunks = shard_chunks(rank, world_size, length, layout)
-    return torch.cat([torch.arange(c.start, c.stop, c.step) for c in chunks])
+    return torch.cat([_positions(c) for c in shard_chunks(rank, world_size, length, layout)])
+
+
+def _positions(chunk: range, device=None) -> torch.Tensor:
+    """The positions of a chunk (a ``range``) as an integer tensor."""
+    return torch.arange(chunk.start, chunk.stop, chunk.step, device=device)
 
 
 def split_sequence(x: torch.Tensor, world_size: int, layout: str = "contiguous"):
@@ -156,9 +160,7 @@ class Tile:
     def allowed(self, device=None) -> torch.Tensor:
         """The tile's causal mask ``(queries, keys)``: True where key position <= query
         position."""
-        q, k = self.query, self.key
-        queries = torch.arange(q.start, q.stop, q.step, device=device)
-        keys = torch.arange(k.start, k.stop, k.step, device=device)
+        queries, keys = _positions(self.query, device), _positions(self.key, device)
         return keys[None, :] <= queries[:, None]
 
 
