@@ -19,13 +19,17 @@ from __future__ import annotations
 import ast
 import functools
 import gettext
+import hashlib
 import json
 import re
+import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
 import polib
 import pytest
+from conftest import installed_distributions
 
 import translations
 
@@ -41,10 +45,36 @@ LESSONS = [page for page in PAGES if page.startswith("lessons/")]
 catalog_problems = functools.cache(translations.check_catalog)
 
 
+def template_inputs_digest() -> str:
+    """A digest of what the templates are made from: the English book's sources (``book/``,
+    the lessons, the configuration and the table of contents), the code that extracts them,
+    the installed distributions and this Python. The package's code is not among them: the
+    API page's docstrings are dropped from its template."""
+    files = [ROOT / "_config.yml", ROOT / "_toc.yml", Path(translations.__file__)]
+    files += sorted(p for p in (ROOT / "book").rglob("*") if p.is_file() and p.suffix != ".pyc")
+    files += sorted((ROOT / "lessons").glob("*.ipynb"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
+    digest.update(json.dumps([installed_distributions(), sys.version]).encode())
+    return digest.hexdigest()
+
+
 @pytest.fixture(scope="module")
-def templates(tmp_path_factory) -> Path:
-    """Message templates extracted now from the English sources by Sphinx's gettext builder."""
-    return translations.build_templates(tmp_path_factory.mktemp("i18n") / "_build" / "gettext")
+def templates(request, tmp_path_factory) -> Path:
+    """Message templates extracted from the English sources by Sphinx's gettext builder (about
+    15 s): now, unless the last run extracted them from the same sources (kept in pytest's
+    cache, so that `make test-fast` after a change to the code extracts nothing; a fresh clone,
+    and ``--cache-clear``, extract them)."""
+    cache, digest = request.config.cache, template_inputs_digest()
+    kept = cache.mkdir("attnlib-templates")
+    if cache.get("attnlib/templates-digest", None) == digest and any(kept.glob("**/*.pot")):
+        return kept
+    out = translations.build_templates(tmp_path_factory.mktemp("i18n") / "_build" / "gettext")
+    shutil.rmtree(kept)
+    shutil.copytree(out, kept)
+    cache.set("attnlib/templates-digest", digest)
+    return out
 
 
 def live_msgids(catalog: polib.POFile) -> set[str]:
