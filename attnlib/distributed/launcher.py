@@ -83,6 +83,8 @@ def launch(
             f"with {gpus} GPU(s) here. Use fewer processes, or backend='gloo' on the CPU"
         )
     method = start_method or ("spawn" if backend == "nccl" else default_start_method())
+    if method == "fork":
+        _import_what_a_backward_pass_imports()
     for attempt in range(1, GROUP_ATTEMPTS + 1):
         with tempfile.TemporaryDirectory(prefix="attnlib-launch-") as folder:
             job = Job(
@@ -108,6 +110,14 @@ GROUP_ATTEMPTS = 3
 
 class GroupNotFormed(RuntimeError):
     """A process of ``launch`` failed while joining the group, before it ran anything."""
+
+
+def _import_what_a_backward_pass_imports() -> None:
+    """Import here what a process imports on its first backward pass with given gradients
+    (``torch.fx.experimental.symbolic_shapes``, and with it SymPy: 0.4 to 0.7 s), so that
+    the processes ``launch`` forks inherit it instead of each importing it again: that import
+    was most of the time of a two-process comparison with dense attention (0.44 s of 0.46)."""
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
 
 def _launch_once(job: Job) -> list:
