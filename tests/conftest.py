@@ -120,25 +120,25 @@ def pytest_xdist_make_scheduler(config, log):
 #: everything else as collected. A run records what each job took in pytest's cache, and the
 #: next run on the same checkout orders by those figures instead.
 EXPECTED_SECONDS = {
-    "[16_putting_it_together]": 206,
-    "[07_sequence_to_sequence]": 161,
-    "[12_self_attention_and_cnns]": 159,
-    "the built book": 160,  # with the offline bundle unpacked and run (about 60 s)
-    "[13_self_attention_and_rnns]": 131,
-    "tests/test_fresh_learner.py": 94,
-    "[05_positional_encoding]": 65,
-    "[15_efficient_attention]": 53,
-    "[11_attention_across_devices]": 53,
-    "[09_flash_attention]": 52,
-    "[08_truncated_self_attention]": 49,
-    "tests/test_gpu_ready.py": 38,
-    "[10_attention_at_inference]": 37,
-    "[04_multi_head_attention]": 35,
-    "tests/test_translations.py": 20,
-    "[14_self_attention_on_graphs]": 19,
-    "test_quick_bench_reports_every_row": 16,
-    "test_nbval_passes_on_a_lesson_with_progress_bars": 15,
-    "[03_queries_keys_values]": 15,
+    "the built book": 240,  # both editions, every page in Chromium, the offline bundle run
+    "[16_putting_it_together]": 136,
+    "[12_self_attention_and_cnns]": 115,
+    "[07_sequence_to_sequence]": 91,
+    "[13_self_attention_and_rnns]": 84,
+    "tests/test_fresh_learner.py": 78,
+    "[11_attention_across_devices]": 45,
+    "[09_flash_attention]": 40,
+    "[08_truncated_self_attention]": 40,
+    "[15_efficient_attention]": 40,
+    "[05_positional_encoding]": 37,
+    "tests/test_gpu_ready.py": 35,
+    "[04_multi_head_attention]": 30,
+    "[10_attention_at_inference]": 26,
+    "test_quick_bench_reports_every_row": 24,
+    "tests/test_translations.py": 23,
+    "[14_self_attention_on_graphs]": 17,
+    "[03_queries_keys_values]": 11,
+    "test_nbval_passes_on_a_lesson_with_progress_bars": 11,
 }
 MEASURED = "attnlib/scope-seconds"  # the cache key of the last run's figures
 
