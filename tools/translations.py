@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import io
 import json
@@ -612,6 +613,7 @@ def is_term_cell(text: str, terms: set[str] | None = None) -> bool:
     return text in terms or (bool(parts) and all(part in terms for part in parts))
 
 
+@functools.cache
 def term_pattern(english: str) -> re.Pattern:
     """A whole-phrase, case-insensitive match of an English term (plural -s allowed)."""
     words = [re.escape(word) for word in english.split()]
@@ -776,9 +778,12 @@ def term_problems(msgid: str, msgstr: str, pairs: list[tuple[str, str]]) -> list
     problems = [f"uses {bad}: write {good}" for bad, good in AVOIDED.items() if bad in msgstr]
     msgid = re.sub(r"\{\w*(![rsa])?(:[^{}]*)?\}", " ", msgid)  # a template's placeholders
     prose = ROLE.sub("", CODE.sub("", MATH.sub("", msgid)))
+    lowered = msgid.lower()
     for english, chinese in pairs + list(PHRASES.items()):
         single = not (" " in english or "-" in english)
         if single and english.lower() in OTHER_SENSES:
+            continue
+        if english.split()[0].lower() not in lowered:  # quick: the pattern cannot match
             continue
         if not term_pattern(english).search(msgid if not single else prose):
             continue
