@@ -47,10 +47,10 @@ catalog_problems = functools.cache(translations.check_catalog)
 
 def template_inputs_digest() -> str:
     """A digest of what the templates are made from: the English book's sources (``book/``,
-    the lessons, the configuration and the table of contents), the code that extracts them,
+    the lessons, the configuration and the table of contents), the tools that extract them,
     the installed distributions and this Python. The package's code is not among them: the
     API page's docstrings are dropped from its template."""
-    files = [ROOT / "_config.yml", ROOT / "_toc.yml", Path(translations.__file__)]
+    files = [ROOT / "_config.yml", ROOT / "_toc.yml", *sorted((ROOT / "tools").glob("*.py"))]
     files += sorted(p for p in (ROOT / "book").rglob("*") if p.is_file() and p.suffix != ".pyc")
     files += sorted((ROOT / "lessons").glob("*.ipynb"))
     digest = hashlib.sha256()
