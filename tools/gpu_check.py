@@ -29,8 +29,11 @@ TESTS = [
     "tests/test_triton.py",
     "tests/test_triton_decoding.py",
 ]
+#: pytest without the project's addopts (doctests, nbval's option): the GPU tests need neither,
+#: and a GPU machine with only the library and pytest has no nbval
+PYTEST = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider"]
 STEPS = [  # (title, command, seconds allowed)
-    ("tests marked cuda", [sys.executable, "-m", "pytest", "-m", "cuda", "-q", *TESTS], 240),
+    ("tests marked cuda", [*PYTEST, "-m", "cuda", "-q", *TESTS], 240),
     ("bench, quick, on the GPU", [sys.executable, "-m", "attnlib.bench", "--quick"], 180),
     ("compiled kernels' resources", [sys.executable, "tools/gpu_ready.py"], 120),
 ]
