@@ -10,6 +10,7 @@ because fork copies them; only the test of spawn needs functions of attnlib's ow
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import socket
@@ -294,9 +295,17 @@ def test_launch_starts_again_when_the_processes_cannot_form_a_group(monkeypatch)
     rendezvous file, three times at most."""
     monkeypatch.setattr(launcher, "open_rendezvous", refuse_broken_files)
     real = launcher.rendezvous_file
-    names = iter(["broken", "fine"])
-    monkeypatch.setattr(launcher, "rendezvous_file", lambda folder: real(folder) + next(names))
-    assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]  # at the second attempt
+    # broken once, then fine: the second attempt forms the group (or, where a loaded machine
+    # makes that one fail too, as it did once on CI, the third)
+    names, used = itertools.chain(["broken"], itertools.repeat("fine")), []
+
+    def rendezvous_file(folder):
+        used.append(next(names))
+        return real(folder) + used[-1]
+
+    monkeypatch.setattr(launcher, "rendezvous_file", rendezvous_file)
+    assert ad.launch(dist.get_rank, 2, timeout=TIMEOUT) == [0, 1]
+    assert used[0] == "broken" and 2 <= len(used) <= 3
     monkeypatch.setattr(launcher, "rendezvous_file", lambda folder: real(folder) + "broken")
     with pytest.raises(
         RuntimeError, match=r"could not form a group \(3 attempts\)(.|\n)*cannot join through"
@@ -561,7 +570,7 @@ def test_the_slow_link_hands_a_transfer_over_no_earlier_than_its_bandwidth_allow
     assert all(0.2 <= t < 2 for t in ad.launch(timed_exchange, 2, timeout=TIMEOUT))
 
 
-@pytest.mark.slow  # it times 27 forward passes: about 4 s
+@pytest.mark.slow  # it times 33 forward passes: about 4 s
 def test_overlap_hides_the_slow_link_and_waiting_pays_for_it():
     """The overlapped schedule takes about as long as computing alone when the link is faster
     than a step (model: no longer); the schedule that waits pays the link at each step (model:
@@ -570,7 +579,7 @@ def test_overlap_hides_the_slow_link_and_waiting_pays_for_it():
     round's two passes on the slow link run between its pass on the fast link and the next
     round's: the two are averaged, so that a load that grows or fades during the round (a run
     failed when it faded from 108 to 51 ms a pass) weighs on both sides alike."""
-    rounds = 9
+    rounds = 11
     results = ad.launch(ad.time_overlap, 2, length=2048, rounds=rounds, timeout=TIMEOUT)
     compute, overlapped, waiting = (
         torch.tensor([max(getattr(r, name)[i] for r in results) for i in range(rounds)])
