@@ -176,6 +176,17 @@ def installed_distributions() -> list[str]:
     return [f"{name}=={version}" for name, version in sorted(found.items())]
 
 
+def files_digest(files: list[Path], *extra) -> str:
+    """A digest of ``files`` (each one's path in the checkout and its bytes, in the order
+    given) and of ``extra`` (values JSON can write): the inputs of a job that is not run again
+    while they stay the same."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
+    digest.update(json.dumps(extra, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 @functools.cache
 def checkout_digest() -> str | None:
     """A digest of every file git tracks here (as it is on disk), the installed distributions
@@ -186,14 +197,9 @@ def checkout_digest() -> str | None:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    digest = hashlib.sha256()
-    for name in sorted(filter(None, listed.split(b"\0"))):
-        path = ROOT / name.decode()
-        if path.is_file():
-            digest.update(name + b"\0" + path.read_bytes() + b"\0")
-    machine = [installed_distributions(), sys.version, platform.machine()]
-    digest.update(json.dumps(machine).encode())
-    return digest.hexdigest()
+    files = [ROOT / name.decode() for name in sorted(filter(None, listed.split(b"\0")))]
+    files = [path for path in files if path.is_file()]
+    return files_digest(files, installed_distributions(), sys.version, platform.machine())
 
 
 def skip_what_passed_unchanged(config, items) -> None:

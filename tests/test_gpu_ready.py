@@ -11,7 +11,6 @@ kept, like a lesson's, until ``attnlib/triton.py``, the tool or the installed Tr
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -21,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import files_digest
 from test_lessons import run_unless_passed
 
 pytestmark = [
@@ -34,10 +34,8 @@ TOOL = ROOT / "tools" / "gpu_ready.py"
 
 def inputs_digest() -> str:
     """The kernels, the tool, this test and the installed Triton."""
-    digest = hashlib.sha256(importlib.metadata.version("triton").encode())
-    for path in (ROOT / "attnlib" / "triton.py", TOOL, Path(__file__)):
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    files = [ROOT / "attnlib" / "triton.py", TOOL, Path(__file__)]
+    return files_digest(files, importlib.metadata.version("triton"))
 
 
 def test_every_kernel_compiles_for_a_t4_an_a100_and_an_h100_within_their_limits(cache, tmp_path):

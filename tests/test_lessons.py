@@ -32,7 +32,6 @@ translations or the tests runs no lesson; a fresh clone (CI) runs them all, and 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -44,7 +43,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from conftest import installed_distributions
+from conftest import files_digest, installed_distributions
 
 import run_notebooks
 
@@ -59,19 +58,14 @@ def inputs_digest(notebook: Path, settings: dict[str, str]) -> str:
     code, tags and committed outputs; not its prose), ``attnlib``, the tools that run it, this
     test, the installed distributions, the ``settings`` of the run, this kind of machine and
     Python."""
-    digest = hashlib.sha256()
     cells = nbformat.read(notebook, as_version=4).cells
     code = [
         (c.source, c.metadata.get("tags", []), c.outputs) for c in cells if c.cell_type == "code"
     ]
-    digest.update(json.dumps(code, sort_keys=True).encode())
     files = [Path(__file__), *sorted((ROOT / "attnlib").rglob("*.py"))]
     files += sorted((ROOT / "tools").glob("*.py"))
-    for path in files:
-        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
-    machine = [settings, installed_distributions(), platform.machine(), sys.version]
-    digest.update(json.dumps(machine, sort_keys=True).encode())
-    return digest.hexdigest()
+    machine = [installed_distributions(), platform.machine(), sys.version]
+    return files_digest(files, code, settings, machine)
 
 
 def run_unless_passed(cache, name: str, digest: str, test) -> None:

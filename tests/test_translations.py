@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import functools
 import gettext
-import hashlib
 import json
 import re
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import polib
 import pytest
-from conftest import installed_distributions
+from conftest import files_digest, installed_distributions
 
 import translations
 
@@ -53,11 +52,7 @@ def template_inputs_digest() -> str:
     files = [ROOT / "_config.yml", ROOT / "_toc.yml", *sorted((ROOT / "tools").glob("*.py"))]
     files += sorted(p for p in (ROOT / "book").rglob("*") if p.is_file() and p.suffix != ".pyc")
     files += sorted((ROOT / "lessons").glob("*.ipynb"))
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
-    digest.update(json.dumps([installed_distributions(), sys.version]).encode())
-    return digest.hexdigest()
+    return files_digest(files, installed_distributions(), sys.version)
 
 
 @pytest.fixture(scope="module")

@@ -78,11 +78,11 @@ def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
     on an AVX2 CPU (``ATEN_CPU_CAPABILITY``), on an Intel CPU another code path of MKL
     (``MKL_CBWR``, PyTorch's matrix products: ``mkl_code_path``), oneDNN limited to AVX on an
     AVX-512 CPU and to SSE4.1 on an AVX2 one (PyTorch's convolutions), OpenBLAS's Sandy
-    Bridge kernels without fused multiply-add (NumPy's matrix products), NumPy's own loops without
-    AVX2/AVX-512, and one thread everywhere (threads that wait sleep: ``OMP_WAIT_POLICY``);
-    and another hash seed (``PYTHONHASHSEED``), so that an output printed from a set or a dict
-    in hash order shows up too. An output that
-    survives all of this is not an accident of one machine. The lessons' timings, whose
+    Bridge kernels without fused multiply-add (NumPy's matrix products), NumPy's own loops
+    without AVX2/AVX-512, and one thread everywhere (threads that wait sleep:
+    ``OMP_WAIT_POLICY``); and another hash seed (``PYTHONHASHSEED``), so that an output printed
+    from a set or a dict in hash order shows up too. An output that survives all of this is not
+    an accident of one machine. The lessons' timings, whose
     outputs are never compared, take one round each there (``ATTNLIB_BENCH_REPEATS``): on
     these kernels they measure nothing of interest, but their asserts still run.
 
@@ -123,8 +123,9 @@ def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
                 "NPY_DISABLE_CPU_FEATURES": "X86_V4 X86_V3 AVX512_ICL AVX512_SPR",
             }
         )
-        if mkl_code_path() is not None:
-            env["MKL_CBWR"] = mkl_code_path()
+        mkl = mkl_code_path()
+        if mkl is not None:
+            env["MKL_CBWR"] = mkl
     return env
 
 
