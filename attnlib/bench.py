@@ -118,8 +118,10 @@ MATMUL_SIZE = 1024  # the float32 matrix-product rate is measured on 1024 × 102
 #: Set to a number, the most rounds ``timed_rounds`` times (the test suite's simulated other
 #: computer sets 1: its kernels are not this machine's, so its timings only need to run).
 REPEATS_AT_MOST = "ATTNLIB_BENCH_REPEATS"
-#: Where ``REPEATS_AT_MOST`` caps the rounds, the shortest measurement (``timed_rounds``).
+#: Where ``REPEATS_AT_MOST`` caps the rounds, the shortest measurement (``timed_rounds``) ...
 CAPPED_LEAST = 0.1
+#: ... and how many interleaved passes each kept time is the fastest of.
+CAPPED_PASSES = 3
 
 
 # --------------------------------------------------------------------------- timing
@@ -171,30 +173,44 @@ def timed_rounds(
     back to back for at least that long and keeps the fastest call (``seconds_of``): on a
     virtual machine the first call after a pause can take milliseconds longer (the processors
     wake up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``; where
-    it does (the test suite's simulated other computer: one round), each measurement lasts at
-    least ``CAPPED_LEAST`` seconds and two calls, and the fastest is kept: a single call slowed
-    by another program would otherwise decide the round, and with it an assert (measured in CI:
-    a truncated-attention call at 23 ms between calls of 14 ms at half and 36 ms at twice its
-    length; a 3 ms call at 217 ms, longer than ``CAPPED_LEAST`` by itself).
+    it does (the test suite's simulated other computer: one round), each kept time is the
+    fastest of ``CAPPED_PASSES`` interleaved passes (the first of them also warms up), and each
+    measurement lasts at least ``CAPPED_LEAST`` seconds and two calls: a single call slowed by
+    another program would otherwise decide the round, and with it an assert (measured in CI: a
+    truncated-attention call at 23 ms between calls of 14 ms at half and 36 ms at twice its
+    length; a 3 ms call at 217 ms, longer than ``CAPPED_LEAST`` by itself; one of lesson 16's
+    training steps slowed more than 4 times for all of its ``CAPPED_LEAST``).
 
     >>> calls = {"sum": lambda: sum(range(1000)), "max": lambda: max(range(1000))}
     >>> rounds = timed_rounds(calls, repeats=3, device=torch.device("cpu"), pause=0.0)
     >>> sorted(rounds), rounds["sum"].shape
     (['max', 'sum'], (3,))
     """
-    capped = REPEATS_AT_MOST in os.environ
-    repeats = max(1, min(repeats, int(os.environ.get(REPEATS_AT_MOST, repeats))))
-    times: dict[object, list[float]] = {name: [] for name in candidates}
-    for round_number in range(repeats + (1 if warm_up else 0)):
-        for name, fn in candidates.items():
-            if capped:
-                elapsed = seconds_of(fn, device, max(least, CAPPED_LEAST), calls=2)
-            else:
-                elapsed = seconds_of(fn, device, least)
-            time.sleep(pause)
-            if round_number or not warm_up:  # with a warm-up, round 0 is not kept
-                times[name].append(elapsed)
-    return {name: np.array(values) for name, values in times.items()}
+    if REPEATS_AT_MOST in os.environ:
+        repeats = max(1, min(repeats, int(os.environ[REPEATS_AT_MOST])))
+        passes = [
+            _one_pass(candidates, device, pause, max(least, CAPPED_LEAST), calls=2)
+            for _ in range(repeats * CAPPED_PASSES)
+        ]  # round r keeps the fastest of passes r, r + repeats, r + 2 * repeats, ...
+        return {
+            name: np.array([min(p[name] for p in passes[r::repeats]) for r in range(repeats)])
+            for name in candidates
+        }
+    passes = [_one_pass(candidates, device, pause, least) for _ in range(repeats + warm_up)]
+    kept = passes[1:] if warm_up else passes  # a warm-up pass is not kept
+    return {name: np.array([p[name] for p in kept]) for name in candidates}
+
+
+def _one_pass(
+    candidates: dict, device: torch.device, pause: float, least: float, calls: int = 1
+) -> dict:
+    """One round of ``timed_rounds``: each candidate's ``seconds_of``, in order, each followed
+    by a ``pause`` (not counted)."""
+    seconds = {}
+    for name, fn in candidates.items():
+        seconds[name] = seconds_of(fn, device, least, calls)
+        time.sleep(pause)
+    return seconds
 
 
 def spread(values, digits: int = 2, scale: float = 1.0) -> str:

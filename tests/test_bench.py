@@ -86,15 +86,16 @@ def test_the_bands_exponent_times_every_length_in_the_same_rounds(monkeypatch):
 
 
 def test_repeats_are_capped_by_the_environment(monkeypatch):
-    """The simulated other computer of tests/test_lessons.py times one round (after the
-    warm-up): ATTNLIB_BENCH_REPEATS=1; each measurement then lasts CAPPED_LEAST seconds at
-    least (a short call is timed several times, the fastest kept)."""
+    """The simulated other computer of tests/test_lessons.py keeps one round:
+    ATTNLIB_BENCH_REPEATS=1; its time is the fastest of CAPPED_PASSES passes, and each
+    measurement lasts CAPPED_LEAST seconds at least (a short call is timed several times, the
+    fastest kept)."""
     calls = []
     candidates = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
     monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
     monkeypatch.setattr(bench, "CAPPED_LEAST", 0.0)  # two calls per measurement, to count them
     rounds = bench.timed_rounds(candidates, repeats=5, device=torch.device("cpu"), pause=0.0)
-    assert calls == ["a", "a", "b", "b"] * 2  # the warm-up round and one timed round
+    assert calls == ["a", "a", "b", "b"] * bench.CAPPED_PASSES  # interleaved passes
     assert [len(seconds) for seconds in rounds.values()] == [1, 1]
     monkeypatch.delenv("ATTNLIB_BENCH_REPEATS")
     calls.clear()
@@ -117,6 +118,26 @@ def test_timed_rounds_keep_every_round_in_order_and_can_skip_the_warm_up(monkeyp
     rounds = bench.timed_rounds(candidates, repeats=2, device=cpu, pause=0.0)
     assert calls == ["a", "b"] * 6  # a warm-up round, then two rounds ...
     assert rounds["a"].tolist() == [9.0, 11.0] and rounds["b"].tolist() == [10.0, 12.0]  # kept
+
+
+def test_a_capped_round_keeps_the_fastest_of_its_passes(monkeypatch):
+    """Where the rounds are capped, a program that slows one candidate through a whole
+    measurement does not decide the round: each candidate keeps its fastest pass."""
+    slow = {("a", 0), ("b", 1)}  # a is slowed in the first pass, b in the second
+    seen = []
+
+    def seconds_of(fn, device, least, calls=1):
+        name = fn()
+        seen.append(name)
+        number = (len(seen) - 1) // 2  # two candidates a pass
+        return 5.0 if (name, number) in slow else 1.0 + number / 10
+
+    monkeypatch.setattr(bench, "seconds_of", seconds_of)
+    monkeypatch.setenv("ATTNLIB_BENCH_REPEATS", "1")
+    monkeypatch.setattr(bench, "CAPPED_PASSES", 3)
+    rounds = bench.timed_rounds({"a": lambda: "a", "b": lambda: "b"}, 4, torch.device("cpu"), 0.0)
+    assert seen == ["a", "b"] * 3
+    assert rounds["a"].tolist() == [1.1] and rounds["b"].tolist() == [1.0]
 
 
 def test_spread_prints_the_median_and_the_range():
