@@ -364,7 +364,7 @@ def test_a_check_that_fails_in_one_process_raises_in_every_process():
     start = time.monotonic()
     errors = ad.launch(bad_input_in_process_1_only, 2, timeout=TIMEOUT)
     assert "NaN" in errors[1] and errors[1].startswith("ring_attention:")
-    assert errors[0].startswith("ring_attention: process 1 could not start the ring")
+    assert errors[0].startswith("ring_attention: process 1 could not start, so no process can")
     assert "NaN" in errors[0]
     assert time.monotonic() - start < 20
 
@@ -502,6 +502,60 @@ def ulysses_with_too_few_heads():
     except ValueError as error:
         return str(error)
     return "no error"
+
+
+def bad_ulysses_inputs():
+    """Every process makes the same calls (and one that only process 1 gets wrong); each wrong
+    call raises in every process, and the group still works afterwards."""
+    rank = dist.get_rank()
+    x = torch.randn(1, 2, 3, 4)  # (B, H, n, d)
+    poisoned = x.clone()
+    poisoned[0, 0, 0, 0] = float("nan") if rank == 1 else 0.0
+    call = ad.ulysses_attention
+    return {
+        "not a tensor": error_of(lambda: call(x.tolist(), x, x)),
+        "three dimensions": error_of(lambda: call(x[0], x[0], x[0])),
+        "integer input": error_of(lambda: call(x.long(), x.long(), x.long())),
+        "mixed dtypes": error_of(lambda: call(x, x.double(), x)),
+        "scale as text": error_of(lambda: call(x, x, x, scale="2")),
+        "scale NaN": error_of(lambda: call(x, x, x, scale=float("nan"))),
+        "causal as text": error_of(lambda: call(x, x, x, causal="False")),
+        "d_k mismatch": error_of(lambda: call(x, x[..., :3], x)),
+        "different n of k": error_of(lambda: call(x, x[..., :2, :], x[..., :2, :])),
+        "heads not grouped": error_of(lambda: call(torch.randn(1, 3, 3, 4), x, x)),
+        "NaN in process 1": error_of(lambda: call(poisoned, x, x)),
+        "still works": float(call(x, x, x).sum().isfinite()),
+    }
+
+
+def test_ulysses_bad_input_gives_a_clear_error_in_every_process():
+    start = time.monotonic()
+    results = ad.launch(bad_ulysses_inputs, 2, timeout=TIMEOUT)
+    assert time.monotonic() - start < 30  # nobody waited in an exchange for its timeout
+    for rank, errors in enumerate(results):
+        assert errors["not a tensor"] == (
+            "TypeError: ulysses_attention: q must be a torch.Tensor; got list"
+        )
+        assert (
+            "q must be a (B, H, n, d) tensor, 4 dimensions; got q.shape=(2, 3, 4)"
+            in (errors["three dimensions"])
+        )
+        assert errors["integer input"].startswith("TypeError: ulysses_attention: q must be a float")
+        assert "must have the same dtype" in errors["mixed dtypes"]
+        assert "scale must be" in errors["scale as text"]
+        assert "scale must be finite and above 0" in errors["scale NaN"]
+        assert "causal must be True or False" in errors["causal as text"]
+        assert "q and k the same d" in errors["d_k mismatch"]
+        assert "the same B and n" in errors["different n of k"]
+        assert (
+            "heads of q (3) must be a multiple of those of k and v (2"
+            in (errors["heads not grouped"])
+        )
+        nan = errors["NaN in process 1"]
+        assert "NaN" in nan, rank
+        if rank == 0:
+            assert nan.startswith("ValueError: ulysses_attention: process 1 could not start")
+        assert errors["still works"] == 1.0, rank
 
 
 def test_ulysses_needs_as_many_key_value_heads_as_processes():

@@ -468,7 +468,7 @@ def _check_same_everywhere(fn: str, q, k, v, causal, layout, scale, group, failu
     if failed:
         rank, (kind, message) = failed[0]
         raise {"TypeError": TypeError}.get(kind, ValueError)(
-            f"{fn}: process {rank} could not start the ring, so no process can: {message}"
+            f"{fn}: process {rank} could not start, so no process can: {message}"
         )
     everyone = [held for _, held in everyone]
     if all(theirs == mine for theirs in everyone):

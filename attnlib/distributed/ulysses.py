@@ -23,6 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import _checks
+from .ring import _check_same_everywhere, _require_group
 
 __all__ = ["ulysses_attention", "UlyssesStats", "to_heads", "to_tokens"]
 
@@ -104,7 +105,10 @@ def ulysses_attention(q, k, v, *, causal=False, scale=None, group=None, stats=No
     output rows of the same tokens ``(B, H_q, n, d)``. ``H_q`` and ``H_kv`` must be divisible
     by the number of processes ``P``; ``H_kv`` dividing ``H_q`` is grouped-query attention.
     ``causal``: key ``j`` hidden from query ``i`` when ``j > i`` (positions in the whole
-    sequence). Differentiable. ``stats``: a ``UlyssesStats`` to count the bytes sent.
+    sequence). ``scale`` is ``1/√d`` by default. Differentiable. ``stats``: a ``UlyssesStats``
+    to count the bytes sent. Every process checks its own input, then that all hold shards of
+    one shape and dtype and ask for the same ``causal`` and ``scale``: an error in all of them
+    if one fails (as ``ring_attention``), never a process left waiting in an exchange.
 
     >>> from attnlib.distributed import launch, split_sequence, join_shards
     >>> def shard_of_attention():  # in each of 2 processes
@@ -117,13 +121,48 @@ def ulysses_attention(q, k, v, *, causal=False, scale=None, group=None, stats=No
     True
     """
     fn = "ulysses_attention"
-    world_size = dist.get_world_size(group)
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+    _require_group(fn, group)
+    try:  # this process's own checks; their outcome is shared, so that all raise or none
+        _check_ulysses_input(fn, q, k, v, dist.get_world_size(group))
+        _checks.require_flag(fn, "causal", causal)
+        scale = _checks.scale_or_default(fn, scale, q.shape[-1])
+        failure = None
+    except (TypeError, ValueError) as error:
+        failure = (type(error).__name__, str(error))
+    _check_same_everywhere(fn, q, k, v, causal, "contiguous", scale, group, failure)
+    heads = [to_heads(x, group, stats) for x in (q, k, v)]
+    out = F.scaled_dot_product_attention(*heads, is_causal=causal, scale=scale, enable_gqa=True)
+    return to_tokens(out, group, stats)
+
+
+def _check_ulysses_input(fn: str, q, k, v, world_size: int) -> None:
+    """This process's own checks: ``(B, H, n, d)`` tensors of one floating dtype, shards that
+    fit together (grouped-query heads included), heads divisible by ``P``, finite values."""
+    named = {"q": q, "k": k, "v": v}
+    for name, x in named.items():
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}")
+        if x.dim() != 4:
             raise ValueError(
-                f"{fn}: {name} must be a (B, H, n, d) tensor; got "
-                f"{_checks.shape_str(x) if isinstance(x, torch.Tensor) else type(x).__name__}"
+                f"{fn}: {name} must be a (B, H, n, d) tensor, 4 dimensions; "
+                f"got {name}.shape={_checks.shape_str(x)}"
             )
+        _checks.require_float(fn, name, x)
+    _checks.require_same_dtype(fn, named)
+    (batch, heads, n, dim), (_, kv_heads, _, _) = q.shape, k.shape
+    if (k.shape[0], k.shape[2], k.shape[3]) != (batch, n, dim) or v.shape[:3] != k.shape[:3]:
+        raise ValueError(
+            f"{fn}: q, k and v must be shards of one sequence, (B, H, n, d) with the same B "
+            f"and n, k and v the same heads and q and k the same d; got "
+            f"q.shape={_checks.shape_str(q)}, k.shape={_checks.shape_str(k)}, "
+            f"v.shape={_checks.shape_str(v)}"
+        )
+    if heads % kv_heads:
+        raise ValueError(
+            f"{fn}: the heads of q ({heads}) must be a multiple of those of k and v "
+            f"({kv_heads}; grouped-query attention); got q.shape={_checks.shape_str(q)} and "
+            f"k.shape={_checks.shape_str(k)}"
+        )
     for name, x in (("q", q), ("k", k)):
         if x.shape[1] % world_size:
             raise ValueError(
@@ -131,7 +170,4 @@ def ulysses_attention(q, k, v, *, causal=False, scale=None, group=None, stats=No
                 f"{_checks.shape_str(x)}) must be divisible by the number of processes "
                 f"P = {world_size}: Ulysses gives each process H/P whole heads"
             )
-    _checks.require_flag(fn, "causal", causal)
-    heads = [to_heads(x, group, stats) for x in (q, k, v)]
-    out = F.scaled_dot_product_attention(*heads, is_causal=causal, scale=scale, enable_gqa=True)
-    return to_tokens(out, group, stats)
+    _checks.require_all_finite(fn, named)
