@@ -122,6 +122,8 @@ REPEATS_AT_MOST = "ATTNLIB_BENCH_REPEATS"
 CAPPED_LEAST = 0.1
 #: ... and how many interleaved passes each kept time is the fastest of.
 CAPPED_PASSES = 3
+#: Seconds a fresh process that measures peak memory (``peak_bytes_by_length``) may run.
+PEAK_TIMEOUT = 600
 
 
 # --------------------------------------------------------------------------- timing
@@ -413,7 +415,18 @@ def peak_bytes_by_length(kind: str, lengths, device: torch.device) -> list[int]:
     sizes = ",".join(str(length) for length in sorted(lengths))
     command = [sys.executable, "-m", "attnlib.bench", "--_peak", kind, sizes, str(device)]
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    result = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    what = (
+        f"peak_bytes_by_length: measuring {kind} at lengths {sizes} on {device} in a fresh process"
+    )
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=True, env=env, timeout=PEAK_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} ran past {PEAK_TIMEOUT} s") from None
+    except subprocess.CalledProcessError as error:
+        said = "\n".join(error.stderr.strip().splitlines()[-5:])  # the end of its traceback
+        raise RuntimeError(f"{what} failed (exit status {error.returncode}):\n{said}") from None
     peaks = dict(zip(sorted(lengths), json.loads(result.stdout)["peak_bytes"]))
     return [peaks[length] for length in lengths]
 
@@ -443,6 +456,12 @@ def peak_of(call: Callable[[], object], device: torch.device) -> tuple[object, i
         result = call()
         torch.cuda.synchronize(device)
         return result, torch.cuda.max_memory_allocated(device) - base
+    if not os.path.exists("/proc/self/clear_refs"):
+        raise RuntimeError(
+            f"peak_of: a CPU call's peak memory is read from Linux's /proc/self (resident set "
+            f"and its high-water mark), which this system ({sys.platform}) does not have; "
+            f"run this cell on Linux (Colab is), or on a CUDA GPU"
+        )
     base = _status_bytes("VmRSS")
     with open("/proc/self/clear_refs", "w") as clear_refs:
         clear_refs.write("5")  # reset the high-water mark (VmHWM) to the current size

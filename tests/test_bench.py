@@ -168,3 +168,21 @@ def test_seconds_of_keeps_the_fastest_of_at_least_calls_calls():
 
     assert 0.01 <= bench.seconds_of(call, torch.device("cpu"), calls=2) < 0.03
     assert next(durations) == 0.05  # the third call never ran
+
+
+def test_a_failed_peak_measurement_says_why(monkeypatch):
+    """The fresh process that measures peak memory: its own error comes back, and a hang ends."""
+    with pytest.raises(RuntimeError, match=r"(?s)measuring nonsense .*exit status 1.*KeyError: 'nonsense'"):
+        bench.peak_bytes_by_length("nonsense", [64], torch.device("cpu"))
+    monkeypatch.setattr(bench, "PEAK_TIMEOUT", 0.01)
+    with pytest.raises(RuntimeError, match=r"ran past 0.01 s"):
+        bench.peak_bytes_by_length("dense", [64], torch.device("cpu"))
+
+
+def test_peak_memory_on_a_cpu_without_proc_is_a_clear_error(monkeypatch):
+    real_exists = os.path.exists
+    monkeypatch.setattr(
+        os.path, "exists", lambda p: p != "/proc/self/clear_refs" and real_exists(p)
+    )
+    with pytest.raises(RuntimeError, match=r"peak_of: .*Linux's /proc/self.*on a CUDA GPU"):
+        bench.peak_of(lambda: None, torch.device("cpu"))
