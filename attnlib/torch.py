@@ -806,6 +806,11 @@ class LayerNorm(nn.LayerNorm):
     .. math:: \operatorname{LN}(x) = \gamma \odot (x - \mu) / \sqrt{\sigma^2 + \varepsilon} + \beta
 
     The same computation as ``attnlib.numpy.LayerNorm``.
+
+    >>> norm = LayerNorm(4)  # gamma = 1, beta = 0 to start
+    >>> y = norm(torch.tensor([[1.0, 2.0, 3.0, 4.0]])).detach()
+    >>> [round(v, 4) for v in y[0].tolist()], abs(float(y.mean())) < 1e-6
+    ([-1.3416, -0.4472, 0.4472, 1.3416], True)
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5, dtype=None, device=None):

@@ -531,7 +531,11 @@ def _backward(q, k, v, out, lse, grad_out, causal, offset, scale, block_q, block
 class FlashAttentionFunction(torch.autograd.Function):
     """``flash_attention`` as an autograd operation: the forward kernel, and the two backward
     kernels, which recompute the weights from the saved log-sum-exp. Returns the output and
-    the log-sum-exp in base 2 (not differentiable)."""
+    the log-sum-exp in base 2 (not differentiable).
+
+    Public so that its code can be read, not to be called: ``FlashAttentionFunction.apply``
+    skips what ``flash_attention`` does first (every argument checked, the default scale and
+    blocks, bfloat16 computed in float32 in Triton's interpreter). Call ``flash_attention``."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, offset, scale, block_q, block_k):

@@ -311,6 +311,33 @@ def test_every_name_on_the_api_page_exists_and_has_documentation():
     assert not problems, problems
 
 
+#: The modules that compute (not measure): each public function and class shows an example.
+WITH_EXAMPLES = [
+    "attnlib.numpy",
+    "attnlib.torch",
+    "attnlib.triton",
+    "attnlib.decoder",
+    "attnlib.plot",
+    "attnlib.data",
+]
+#: Public so that their code can be read; their docstrings say what to call instead.
+NOT_CALLED_DIRECTLY = {"attnlib.triton.FlashAttentionFunction"}
+
+
+def test_every_function_that_computes_shows_a_small_example():
+    """The API page's promise: each function of the backends, the kernels, the decoder, the
+    figures and the data shows a small example (``>>>``, run as a doctest)."""
+    missing = [
+        f"{module_name}.{name}"
+        for module_name in WITH_EXAMPLES
+        for name in importlib.import_module(module_name).__all__
+        if callable(obj := getattr(importlib.import_module(module_name), name))
+        and ">>>" not in (inspect.getdoc(obj) or "")
+        and f"{module_name}.{name}" not in NOT_CALLED_DIRECTLY
+    ]
+    assert not missing, missing
+
+
 def module_trees(path: Path) -> tuple[list[ast.Module], str]:
     """A module of attnlib, parsed, and the package its relative imports start from."""
     package = ".".join(path.relative_to(ROOT).parent.parts)
