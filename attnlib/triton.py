@@ -171,6 +171,8 @@ def _forward_kernel(
     BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """FA-2, Algorithm 1, for one block of queries: its rows of the output and their log-sum-exp."""
+    # Q, K, V, OUT and LSE point to their tensors' first numbers. A tl.constexpr is fixed when
+    # the kernel is compiled, one compiled kernel per value: tile shapes may depend on it.
     block, seq = tl.program_id(0), tl.program_id(1).to(tl.int64)  # int64: offsets past 2³¹
     kv_seq = (seq // H_Q) * (H_Q // GROUP) + (seq % H_Q) // GROUP  # the key head it reads
     rows = block * BLOCK_Q + tl.arange(0, BLOCK_Q)  # this program's queries
@@ -178,6 +180,9 @@ def _forward_kernel(
     Q, OUT, LSE = Q + seq * L_q * HEAD_DIM, OUT + seq * L_q * HEAD_DIM, LSE + seq * L_q
     K, V = K + kv_seq * L_k * HEAD_DIM, V + kv_seq * L_k * HEAD_DIM  # its first row
     row_inside = rows[:, None] < L_q  # rows past the end of the sequence: read as zeros
+    # A (BLOCK_Q, 1) column of row offsets plus a (1, HEAD_DIM) row of column offsets
+    # broadcasts to a (BLOCK_Q, HEAD_DIM) grid of addresses: tl.load reads the whole tile into
+    # fast memory (registers, or shared memory where the compiler pipelines a loop: num_stages).
     q = tl.load(Q + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
 
     # The online softmax's state, one entry per query row, float32 whatever the inputs' dtype.
@@ -289,7 +294,7 @@ def _backward_dk_dv_kernel(
         seq = (kv_seq // heads_kv) * H_Q + (kv_seq % heads_kv) * GROUP + member
         Q_s, DOUT_s = Q + seq * L_q * HEAD_DIM, DOUT + seq * L_q * HEAD_DIM
         LSE_s, DELTA_s = LSE + seq * L_q, DELTA + seq * L_q
-        for start in range(first, L_q, BLOCK_Q):
+        for start in range(first, L_q, BLOCK_Q):  # from the first query block that sees a key
             rows = start + tl.arange(0, BLOCK_Q)
             row_inside = rows[:, None] < L_q
             q = tl.load(Q_s + rows[:, None] * HEAD_DIM + dims[None, :], mask=row_inside, other=0.0)
@@ -489,8 +494,8 @@ def _settings(q: torch.Tensor, block_q, block_k) -> dict:
         "BLOCK_K": block_k or default_k,
         # float32 products in full float32, not TF32 (Triton's default on NVIDIA GPUs)
         "PRECISION": "ieee" if q.dtype == torch.float32 else None,
-        "num_warps": 4,
-        "num_stages": 2,
+        "num_warps": 4,  # 4 groups of 32 threads share each program's tiles
+        "num_stages": 2,  # loads for the next turn of a loop start while this one computes
     }
 
 
