@@ -66,3 +66,14 @@ def test_a_failed_install_is_explained_not_a_traceback(tmp_path, language):
     assert failed.format(source=tmp_path / "no-such-clone") in proc.stdout
     assert "ERROR" in proc.stdout  # pip's own words
     assert 'os.environ["ATTNLIB_SOURCE"]' in proc.stdout  # and what to do
+
+
+def test_a_build_tool_that_fails_or_hangs_says_so():
+    """``run_tool``: the error ends with what the tool wrote, and a tool that hangs is stopped."""
+    failing = [sys.executable, "-c", "print('the reason'); raise SystemExit(3)"]
+    with pytest.raises(RuntimeError, match=r"python[\d.]* failed \(exit status 3\):\nthe reason"):
+        conventions.run_tool(failing)
+    with pytest.raises(RuntimeError, match=r"pip failed \(exit status 1\):\n.*unknown command"):
+        conventions.run_tool([sys.executable, "-m", "pip", "nonsense"])
+    with pytest.raises(RuntimeError, match=r"ran past 0.5 s"):
+        conventions.run_tool([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)

@@ -41,8 +41,11 @@ LESSONS = ["lessons/01_sequences_of_vectors", "zh/lessons/03_queries_keys_values
 CHECK = re.compile(r'^check\("(\d\d\.\d+)", (\w+)\)$', re.MULTILINE)
 
 
-def run(*command, **kwargs):
-    proc = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+def run(*command, timeout=600, **kwargs):
+    """Run a command; fail the test, with what it wrote, if it fails or runs past timeout."""
+    proc = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=timeout, **kwargs
+    )
     assert proc.returncode == 0, f"{' '.join(map(str, command))}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 

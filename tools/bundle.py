@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from conventions import run_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = "self-attention-book"  # the one folder inside the archive
@@ -51,7 +52,7 @@ def build_wheel(out: Path) -> Path:
                 shutil.copy2(path, source / name)
         command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
         command += ["--no-build-isolation", "--wheel-dir", str(out), str(source)]
-        subprocess.run(command, check=True, capture_output=True, text=True)
+        run_tool(command)
     (wheel,) = out.glob("attnlib-*.whl")
     return wheel
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -47,6 +48,21 @@ SOLUTION_METADATA = {
     "code_prompt_show": "Show the solution",
     "code_prompt_hide": "Hide the solution",
 }
+
+
+def run_tool(command: list, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run one of the tools the book is built with (jupyter-book, sphinx-intl, pip); if it
+    fails or hangs, a RuntimeError that ends with the last 20 lines it wrote."""
+    name = command[2] if command[1:2] == ["-m"] else Path(str(command[0])).name
+    try:
+        return subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"{name} ran past {timeout:g} s: {' '.join(map(str, command))}"
+        ) from None
+    except subprocess.CalledProcessError as error:
+        said = "\n".join((error.stdout + error.stderr).strip().splitlines()[-20:])
+        raise RuntimeError(f"{name} failed (exit status {error.returncode}):\n{said}") from None
 
 
 #: One sitting per lesson: the most words of prose a lesson may have (its "Going further"

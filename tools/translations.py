@@ -30,7 +30,6 @@ import json
 import re
 import shutil
 import string
-import subprocess
 import sys
 import tokenize
 from collections import Counter
@@ -40,7 +39,7 @@ from pathlib import Path
 import polib
 import yaml
 
-from conventions import SETUP_TAG, setup_cell, toc_entries  # toc_entries: the root first
+from conventions import SETUP_TAG, run_tool, setup_cell, toc_entries  # toc_entries: root first
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALE_DIR = ROOT / "locale"
@@ -94,7 +93,7 @@ def build_templates(out: Path = GETTEXT_OUT) -> Path:
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "--builder", "custom"]
     command += ["--custom-builder", "gettext", "--path-output", str(out.parent.parent)]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    run_tool(command)
     for page in toc_entries():
         pot = out / f"{page}.pot"
         template = polib.pofile(str(pot))
@@ -159,7 +158,7 @@ def extract() -> None:
     pots = build_templates()
     command = [str(Path(sys.executable).parent / "sphinx-intl"), "update", "-p", str(pots)]
     command += ["-l", LANGUAGE, "-d", str(LOCALE_DIR), "-w", "0"]
-    subprocess.run(command, check=True, capture_output=True, text=True)
+    run_tool(command)
     for page in toc_entries():
         catalog = polib.pofile(str(catalog_path(page)), wrapwidth=0)
         # Messages the English text no longer has are history, not translations to keep.
