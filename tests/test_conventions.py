@@ -77,3 +77,14 @@ def test_a_build_tool_that_fails_or_hangs_says_so():
         conventions.run_tool([sys.executable, "-m", "pip", "nonsense"])
     with pytest.raises(RuntimeError, match=r"ran past 0.5 s"):
         conventions.run_tool([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+
+
+def test_the_lessons_run_on_this_environments_python(tmp_path):
+    """``run_notebooks`` and nbval ask for the kernel named python3: inside the book's virtual
+    environment that is the environment's own Python, not a python3 kernel installed for the
+    user elsewhere (jupyter_core prefers the environment's folders there)."""
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    manager.connection_file = str(tmp_path / "kernel.json")
+    assert manager.format_kernel_cmd()[0] == sys.executable
