@@ -85,7 +85,13 @@ def relative_errors(sharpness):
     return reference_relative_errors(sharpness)
 
 
+def linear_recall(key_width):
+    """A stand-in for the trained models: what the lesson's linear attention recalls."""
+    return {8: 0.24, 16: 0.41, 32: 0.61, 64: 0.85}[key_width]
+
+
 CORRECT = {
+    "15.5": linear_recall,
     "15.1": low_rank_by_hand,
     "15.2": attention_madds,
     "15.4": relative_errors,
@@ -93,6 +99,11 @@ CORRECT = {
 }
 
 WRONG = [
+    ("15.5", lambda key_width: linear_recall(8), "changed nothing"),  # the width ignored
+    ("15.5", lambda key_width: 1.0, "far above"),  # exact attention, not linear
+    # the width given to the wrong layer (the values'): the state of 8 rows stays
+    ("15.5", lambda key_width: linear_recall(8) + key_width / 3200, "not far above"),
+    ("15.5", lambda key_width: [linear_recall(key_width)] * 3, "a number from 0 to 1"),
     ("15.4", lambda sharpness: reference_relative_errors(2.0), "pass the sharpness on"),
     ("15.4", lambda s: {k: 2 * v for k, v in reference_relative_errors(s).items()}, "expected"),
     ("15.4", lambda s: list(reference_relative_errors(s).values()), "a dict"),

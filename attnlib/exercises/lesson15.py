@@ -315,3 +315,43 @@ def _check_relative_errors(relative_errors) -> None:
                 value=value,
                 want=want[name],
             )
+
+
+# --------------------------------------------------------------------------- 15.5
+
+
+@exercise("15.5", "a larger state")
+def _check_larger_state(linear_recall) -> None:
+    """Re-measures: trains through the learner's function at the lesson's d_k and at 8 times
+    it. A state of 8 rows recalls about a quarter of 32 pairs; one of 64 rows, most of them."""
+    got = {}
+    for width in (8, 64):
+        value = linear_recall(width)
+        expect(
+            isinstance(value, (int, float, np.floating)) and 0.0 <= float(value) <= 1.0,
+            "linear_recall({width}) should be an accuracy, a number from 0 to 1; got {got!r}.",
+            width=width,
+            got=value,
+        )
+        got[width] = float(value)
+    expect(
+        got[8] < 0.45,
+        "linear_recall(8) = {small:.2f}, far above the lesson's linear attention with 32 pairs "
+        '(about a quarter): train linear attention, recall_accuracy("linear", 32, seed, '
+        "key_width).",
+        small=got[8],
+    )
+    expect(
+        got[64] != got[8],
+        "linear_recall(64) = linear_recall(8) = {small:.2f}: the key width changed nothing. Pass "
+        'it on, recall_accuracy("linear", 32, seed, key_width).',
+        small=got[8],
+    )
+    expect(
+        got[64] > got[8] + 0.25,
+        "linear_recall(64) = {large:.2f} is not far above linear_recall(8) = {small:.2f}: a "
+        "state of 64 rows instead of 8 should recall far more of the 32 pairs. Is it the median "
+        "of the three seeds, with queries and keys of width key_width?",
+        large=got[64],
+        small=got[8],
+    )
