@@ -463,6 +463,13 @@ def default_blocks(head_dim: int, dtype: torch.dtype, shared_memory: int | None 
     d ≥ 64, where the rule can bind, needed at most 8 times that product). The interpreter
     takes 64 × 64: its cost is per tile (a few milliseconds), not per score.
 
+    Why smaller than lesson 09's model, which fills one multiprocessor's on-chip memory with a
+    block of 211 queries: the kernel keeps its running state and ``acc`` in registers, at most
+    255 of 4 bytes per thread; a GPU runs several programs on one multiprocessor, so that one
+    computes while another waits for memory; and the repeated reads of K and V that the model
+    charges to slow memory can come from the GPU's L2 cache (tens of MB), which holds a head's
+    keys and values (1 MiB at L = 4096, d = 64, float16).
+
     >>> default_blocks(64, torch.float16, shared_memory=232448)  # an H100 (227 KiB)
     (64, 64)
     >>> default_blocks(128, torch.float16, shared_memory=65536)  # a T4 (64 KiB)
