@@ -161,6 +161,7 @@ def timed_rounds(
     pause: float = 0.05,
     least: float = 0.0,
     warm_up: bool = True,
+    calls: int = 1,
 ) -> dict[object, np.ndarray]:
     """Seconds of each candidate in each of ``repeats`` interleaved rounds: ``candidates``
     ``{name: fn}`` (functions of no arguments) → ``{name: array of seconds, one per round}``.
@@ -174,7 +175,9 @@ def timed_rounds(
     down whichever candidate runs next. With ``least`` > 0 each measurement repeats the call
     back to back for at least that long and keeps the fastest call (``seconds_of``): on a
     virtual machine the first call after a pause can take milliseconds longer (the processors
-    wake up), which would swamp a short call. ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``; where
+    wake up), which would swamp a short call. ``calls`` > 1 makes every measurement at least
+    that many calls, for a call longer than ``least`` that another program could stall alone.
+    ``ATTNLIB_BENCH_REPEATS`` caps ``repeats``; where
     it does (the test suite's simulated other computer: one round), each kept time is the
     fastest of ``CAPPED_PASSES`` interleaved passes (the first of them also warms up), and each
     measurement lasts at least ``CAPPED_LEAST`` seconds and two calls: a single call slowed by
@@ -191,14 +194,14 @@ def timed_rounds(
     if REPEATS_AT_MOST in os.environ:
         repeats = max(1, min(repeats, int(os.environ[REPEATS_AT_MOST])))
         passes = [
-            _one_pass(candidates, device, pause, max(least, CAPPED_LEAST), calls=2)
+            _one_pass(candidates, device, pause, max(least, CAPPED_LEAST), max(calls, 2))
             for _ in range(repeats * CAPPED_PASSES)
         ]  # round r keeps the fastest of passes r, r + repeats, r + 2 * repeats, ...
         return {
             name: np.array([min(p[name] for p in passes[r::repeats]) for r in range(repeats)])
             for name in candidates
         }
-    passes = [_one_pass(candidates, device, pause, least) for _ in range(repeats + warm_up)]
+    passes = [_one_pass(candidates, device, pause, least, calls) for _ in range(repeats + warm_up)]
     kept = passes[1:] if warm_up else passes  # a warm-up pass is not kept
     return {name: np.array([p[name] for p in kept]) for name in candidates}
 
