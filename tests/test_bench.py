@@ -192,7 +192,7 @@ def test_peak_memory_on_a_cpu_without_proc_is_a_clear_error(monkeypatch):
 def test_a_measurement_can_take_several_calls(monkeypatch):
     """``calls=2``: a call that another program stalls alone does not decide the measurement."""
     monkeypatch.delenv("ATTNLIB_BENCH_REPEATS", raising=False)
-    durations = iter([0.05, 0.0, 0.0, 0.0])  # the first call stalls
+    durations = iter([0.3, 0.0, 0.0, 0.0])  # the first call stalls
     made = []
 
     def call():
@@ -200,4 +200,4 @@ def test_a_measurement_can_take_several_calls(monkeypatch):
         time.sleep(next(durations))
 
     rounds = bench.timed_rounds({"a": call}, 2, torch.device("cpu"), 0.0, warm_up=False, calls=2)
-    assert len(made) == 4 and rounds["a"].max() < 0.04  # two calls a round, the fastest kept
+    assert len(made) == 4 and rounds["a"].max() < 0.15  # two calls a round, the fastest kept
