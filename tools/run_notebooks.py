@@ -83,8 +83,9 @@ def other_machine_env(base: dict[str, str] | None = None) -> dict[str, str]:
     ``OMP_WAIT_POLICY``); and another hash seed (``PYTHONHASHSEED``), so that an output printed
     from a set or a dict in hash order shows up too. An output that survives all of this is not
     an accident of one machine. The lessons' timings, whose
-    outputs are never compared, take one round each there (``ATTNLIB_BENCH_REPEATS``): on
-    these kernels they measure nothing of interest, but their asserts still run.
+    outputs are never compared, keep one round each there (``ATTNLIB_BENCH_REPEATS``; each
+    time the fastest of a few passes, ``bench.timed_rounds``): on these kernels they measure
+    nothing of interest, but their asserts still run.
 
     ``tests/test_lessons.py`` measures that each of these paths gives other digits than the
     host's. On an AVX-512 CPU the level below changes as many digits as the portable code

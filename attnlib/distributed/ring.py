@@ -431,9 +431,7 @@ def _require_group(fn: str, group) -> None:
 
 def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
     """This process's own checks: tensors, shapes, dtypes, values, layout."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}")
+    _require_tensors(fn, {"q": q, "k": k, "v": v})
     _checks.check_attention(fn, q, k, v, None)
     if not (q.shape[:-1] == k.shape[:-1] == v.shape[:-1]):
         raise ValueError(
@@ -444,6 +442,13 @@ def _check_ring_input(fn: str, q, k, v, layout: str, group) -> None:
     _check_layout_length(
         fn, q.shape[-2] * dist.get_world_size(group), dist.get_world_size(group), layout
     )
+
+
+def _require_tensors(fn: str, named: dict) -> None:
+    """A TypeError naming the first of ``named`` (name: value) that is not a tensor."""
+    for name, x in named.items():
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}")
 
 
 def _check_same_everywhere(fn: str, q, k, v, causal, layout, scale, group, failure) -> None:

@@ -23,7 +23,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import _checks
-from .ring import _check_same_everywhere, _require_group
+from .ring import _check_same_everywhere, _require_group, _require_tensors
 
 __all__ = ["ulysses_attention", "UlyssesStats", "to_heads", "to_tokens"]
 
@@ -139,9 +139,8 @@ def _check_ulysses_input(fn: str, q, k, v, world_size: int) -> None:
     """This process's own checks: ``(B, H, n, d)`` tensors of one floating dtype, shards that
     fit together (grouped-query heads included), heads divisible by ``P``, finite values."""
     named = {"q": q, "k": k, "v": v}
+    _require_tensors(fn, named)
     for name, x in named.items():
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor; got {type(x).__name__}")
         if x.dim() != 4:
             raise ValueError(
                 f"{fn}: {name} must be a (B, H, n, d) tensor, 4 dimensions; "
